@@ -1,0 +1,129 @@
+// Runs a nats-server with JetStream as a child process: used by the local launcher
+// (`npm start`) and by the test kit, so both exercise the same configuration.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { openSync, closeSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { waitFor } from './wait.js';
+
+export interface NatsNodeOptions {
+  /** Directory for the config file, the log and the JetStream store. */
+  dir: string;
+  host?: string;
+  port: number;
+  /** HTTP monitoring port (healthz, jsz). */
+  monitorPort: number;
+  serverName: string;
+  /** Largest message a client may publish. Ingest packs events into messages up to this size. */
+  maxPayload?: number;
+  cluster?: { name: string; port: number; routePorts: number[] };
+  binary?: string;
+}
+
+export const DEFAULT_MAX_PAYLOAD = 8 * 1024 * 1024;
+
+export function natsConfigText(o: NatsNodeOptions): string {
+  const host = o.host ?? '127.0.0.1';
+  const lines = [
+    `server_name: ${JSON.stringify(o.serverName)}`,
+    `listen: "${host}:${o.port}"`,
+    `http: "${host}:${o.monitorPort}"`,
+    `max_payload: ${o.maxPayload ?? DEFAULT_MAX_PAYLOAD}`,
+    // Ingest publishes up to max_payload per message; give slow consumers room to catch up.
+    `max_pending: ${Math.max(64 * 1024 * 1024, 4 * (o.maxPayload ?? DEFAULT_MAX_PAYLOAD))}`,
+    `jetstream {`,
+    `  store_dir: ${JSON.stringify(join(o.dir, 'jetstream'))}`,
+    `}`,
+  ];
+  if (o.cluster) {
+    lines.push(
+      `cluster {`,
+      `  name: ${JSON.stringify(o.cluster.name)}`,
+      `  listen: "${host}:${o.cluster.port}"`,
+      `  routes: [${o.cluster.routePorts.map((p) => `"nats-route://${host}:${p}"`).join(', ')}]`,
+      `}`,
+    );
+  }
+  return lines.join('\n') + '\n';
+}
+
+export class NatsNode {
+  private child: ChildProcess | undefined;
+  private exited: Promise<void> = Promise.resolve();
+
+  constructor(readonly options: NatsNodeOptions) {}
+
+  get url(): string {
+    return `nats://${this.options.host ?? '127.0.0.1'}:${this.options.port}`;
+  }
+
+  get monitorUrl(): string {
+    return `http://${this.options.host ?? '127.0.0.1'}:${this.options.monitorPort}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get running(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Starts the server and resolves once it answers /healthz. */
+  async start(): Promise<void> {
+    if (this.running) return;
+    const o = this.options;
+    mkdirSync(o.dir, { recursive: true });
+    const configPath = join(o.dir, 'nats.conf');
+    writeFileSync(configPath, natsConfigText(o));
+    const log = openSync(join(o.dir, 'nats.log'), 'a');
+    try {
+      this.child = spawn(o.binary ?? process.env.NATS_SERVER_BIN ?? 'nats-server', ['-c', configPath], {
+        stdio: ['ignore', log, log],
+      });
+    } finally {
+      closeSync(log);
+    }
+    const child = this.child;
+    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    child.once('error', () => undefined);
+    await waitFor(`nats-server ${o.serverName} on port ${o.port}`, async () => {
+      if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}; see ${o.dir}/nats.log`);
+      const res = await fetch(`${this.monitorUrl}/healthz`).catch(() => undefined);
+      return res?.ok === true;
+    });
+  }
+
+  /** Graceful stop (SIGTERM → lame duck), waiting for exit. */
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.child!.kill('SIGTERM');
+    const timer = setTimeout(() => this.child?.kill('SIGKILL'), 10_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  /** kill -9: what the fault tests do. */
+  async kill(): Promise<void> {
+    if (!this.running) return;
+    this.child!.kill('SIGKILL');
+    await this.exited;
+  }
+
+  onExit(listener: (code: number | null, signal: NodeJS.Signals | null) => void): void {
+    this.child?.once('exit', listener);
+  }
+}
+
+/** Resolves once the JetStream meta group of a cluster has a leader, so streams can be created. */
+export async function waitForJetStreamLeader(nodes: readonly NatsNode[]): Promise<void> {
+  await waitFor('JetStream meta leader', async () => {
+    for (const node of nodes) {
+      if (!node.running) continue;
+      const res = await fetch(`${node.monitorUrl}/jsz`).catch(() => undefined);
+      if (!res?.ok) continue;
+      const body = (await res.json()) as { meta_cluster?: { leader?: string } };
+      if (body.meta_cluster?.leader) return true;
+    }
+    return false;
+  }, 30_000);
+}

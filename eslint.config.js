@@ -1,0 +1,59 @@
+// Lint rules from STYLE.md: promises handled, type-only imports marked, and shared code
+// flowing inward (lib/ imports nothing of ours and none of uWS, pg or piscina).
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', '.data/**', 'bench/results/**', 'coverage/**', 'eslint.config.js'] },
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'no-empty': ['error', { allowEmptyCatch: false }],
+    },
+  },
+  {
+    files: ['lib/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['../ingest/*', '../admin/*', '../workers/*', '../deploy/*', '../bench/*', '../test/*'], message: 'lib/ imports nothing of ours.' },
+            { group: ['uWebSockets.js', 'pg', 'piscina'], message: 'lib/ stays free of uWS, pg and piscina.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['ingest/**/*.ts', 'admin/**/*.ts', 'workers/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['../lib/*', '!../lib/index.js'], message: 'Import lib through its entry, ../lib/index.js.' },
+            { group: ['../ingest/*', '../admin/*', '../workers/*', '../deploy/*', '../bench/*'], message: 'Deployables import only lib/.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['**/*.test.ts', 'test/**/*.ts', 'bench/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-non-null-assertion': 'off',
+    },
+  },
+);

@@ -1,0 +1,156 @@
+// JetStream streams, subjects and KV buckets: public contracts (ARCHITECTURE.md).
+import {
+  DiscardPolicy,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamManager,
+  type StreamConfig,
+} from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+
+export const STREAMS = {
+  events: 'EVENTS',
+  historical: 'HISTORICAL',
+  overflow: 'OVERFLOW',
+  processed: 'PROCESSED',
+} as const;
+
+export type StreamKind = keyof typeof STREAMS;
+
+/** Subject prefix of each stream: `<prefix>.<projectId>.<shard>`. */
+export const SUBJECT_PREFIX: Readonly<Record<StreamKind, string>> = {
+  events: 'events',
+  historical: 'historical',
+  overflow: 'overflow',
+  processed: 'processed',
+};
+
+export function subjectFor(kind: StreamKind, projectId: number, shard: number): string {
+  return `${SUBJECT_PREFIX[kind]}.${projectId}.${shard}`;
+}
+
+/** Every project's messages of one shard: `<prefix>.*.<shard>` (one filter subject; nats-server 2.9). */
+export function shardFilter(kind: StreamKind, shard: number): string {
+  return `${SUBJECT_PREFIX[kind]}.*.${shard}`;
+}
+
+/** Parses `<prefix>.<projectId>.<shard>`; undefined when the subject is not one of ours. */
+export function parseSubject(subject: string): { kind: StreamKind; projectId: number; shard: number } | undefined {
+  const parts = subject.split('.');
+  if (parts.length !== 3) return undefined;
+  const kind = (Object.keys(SUBJECT_PREFIX) as StreamKind[]).find((k) => SUBJECT_PREFIX[k] === parts[0]);
+  const projectId = Number(parts[1]);
+  const shard = Number(parts[2]);
+  if (!kind || !Number.isInteger(projectId) || !Number.isInteger(shard)) return undefined;
+  return { kind, projectId, shard };
+}
+
+/** KV bucket: project API key → { projectId, organizationId }. Written by admin, watched by ingest. */
+export const PROJECTS_BUCKET = 'spate-projects';
+/** KV bucket: cluster-wide settings that every deployable must agree on (shard count). */
+export const CLUSTER_BUCKET = 'spate-cluster';
+
+export interface ProjectRecord {
+  projectId: number;
+  organizationId: string;
+}
+
+export interface StreamLimits {
+  /** Replicas per stream: 1 locally, 3 on a 3-node cluster. */
+  replicas: number;
+  /** JetStream de-duplication window for Nats-Msg-Id, in milliseconds. */
+  duplicateWindowMs: number;
+  /** Messages older than this are removed, in milliseconds; 0 keeps them forever. */
+  maxAgeMs: number;
+  /** Bytes per stream; -1 is unlimited (bounded by the server's JetStream storage). */
+  maxBytes: number;
+}
+
+const MS_TO_NANOS = 1_000_000;
+
+export function streamConfig(kind: StreamKind, limits: StreamLimits): Partial<StreamConfig> & { name: string } {
+  return {
+    name: STREAMS[kind],
+    subjects: [`${SUBJECT_PREFIX[kind]}.>`],
+    storage: StorageType.File,
+    retention: RetentionPolicy.Limits,
+    // When a limit is hit, refuse new messages (the publisher answers 503) rather than
+    // silently deleting acknowledged ones that workers may not have processed yet.
+    discard: DiscardPolicy.New,
+    num_replicas: limits.replicas,
+    duplicate_window: limits.duplicateWindowMs * MS_TO_NANOS,
+    max_age: limits.maxAgeMs * MS_TO_NANOS,
+    max_bytes: limits.maxBytes,
+  };
+}
+
+/** Creates or updates the four streams so their configuration matches `limits`. Idempotent. */
+export async function ensureStreams(jsm: JetStreamManager, limits: StreamLimits): Promise<void> {
+  for (const kind of Object.keys(STREAMS) as StreamKind[]) {
+    const config = streamConfig(kind, limits);
+    try {
+      const info = await jsm.streams.info(config.name);
+      const current = info.config;
+      const differs =
+        current.num_replicas !== config.num_replicas ||
+        current.duplicate_window !== config.duplicate_window ||
+        current.max_age !== config.max_age ||
+        current.max_bytes !== config.max_bytes ||
+        current.discard !== config.discard;
+      if (differs) await jsm.streams.update(config.name, { ...current, ...config });
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError) || err.status !== 404) throw err;
+      await jsm.streams.add(config);
+    }
+  }
+}
+
+/** True when every stream exists. */
+export async function streamsPresent(jsm: JetStreamManager): Promise<boolean> {
+  try {
+    for (const name of Object.values(STREAMS)) await jsm.streams.info(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export interface ClusterSettings {
+  shardCount: number;
+}
+
+export class ClusterSettingsMismatch extends Error {
+  override name = 'ClusterSettingsMismatch';
+}
+
+/**
+ * Records the cluster's shard count the first time and refuses to start a process that
+ * disagrees with it: an ingest node and a worker with different counts would strand shards.
+ */
+export async function ensureClusterSettings(
+  nc: NatsConnection,
+  wanted: ClusterSettings,
+  replicas: number,
+): Promise<ClusterSettings> {
+  const kv = await new Kvm(nc).create(CLUSTER_BUCKET, { history: 1, replicas });
+  const entry = await kv.get('settings');
+  if (entry && entry.operation === 'PUT') {
+    const stored = entry.json<ClusterSettings>();
+    if (stored.shardCount !== wanted.shardCount) {
+      throw new ClusterSettingsMismatch(
+        `this cluster was created with ${stored.shardCount} shards but SHARD_COUNT is ${wanted.shardCount}; ` +
+          `set SHARD_COUNT=${stored.shardCount} (changing it requires draining every stream)`,
+      );
+    }
+    return stored;
+  }
+  try {
+    await kv.create('settings', JSON.stringify(wanted));
+  } catch {
+    // Another process created it first: check that we agree with what it wrote.
+    return ensureClusterSettings(nc, wanted, replicas);
+  }
+  return wanted;
+}

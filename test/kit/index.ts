@@ -1,0 +1,4 @@
+export { startNats, startNatsCluster, type NatsHandle, type NatsClusterHandle } from './nats.js';
+export { startPostgres, freshDatabase, type PostgresHandle } from './postgres.js';
+export { freePort } from '../../deploy/local/ports.js';
+export { waitFor } from '../../deploy/local/wait.js';
