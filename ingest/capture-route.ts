@@ -4,7 +4,7 @@ import { subjectFor, type Logger } from '../lib/index.js';
 import type { IngestConfig } from './config.js';
 import { CaptureError, captureErrorResponse } from './errors.js';
 import { readBody, respond, type ResponseState } from './http.js';
-import type { IngestMetrics } from './metrics.js';
+import { boundLabels, type IngestMetrics } from './metrics.js';
 import { SEGMENT_FIELDS, type ParsedRequest, type RequestMeta, type RouteKind } from './parse-request.js';
 import type { ParsePool } from './parse-pool.js';
 import type { EventPublisher, PublishItem } from './publisher.js';
@@ -44,6 +44,20 @@ export class InflightBudget {
   }
 }
 
+export interface HotMetrics {
+  request: (route: string, status: string) => { inc(): void };
+  accepted: (stream: string) => { inc(n: number): void };
+  duration: (route: string) => { observe(seconds: number): void };
+}
+
+export function hotMetrics(metrics: IngestMetrics): HotMetrics {
+  return {
+    request: boundLabels(metrics.requests),
+    accepted: boundLabels(metrics.eventsAccepted),
+    duration: boundLabels(metrics.requestDuration),
+  };
+}
+
 export interface CaptureDeps {
   config: IngestConfig;
   /** PUBLISH_MAX_MESSAGE_BYTES, capped below the server's max_payload. */
@@ -53,6 +67,8 @@ export interface CaptureDeps {
   limiter: SpikeLimiter;
   budget: InflightBudget;
   metrics: IngestMetrics;
+  /** Metric children bound to their labels once (see boundLabels). */
+  hot: HotMetrics;
   log: Logger;
   /** False until NATS is connected and the project registry is loaded, and again while stopping. */
   accepting(): boolean;
@@ -60,12 +76,14 @@ export interface CaptureDeps {
   inflight: { count: number; onIdle?: () => void };
 }
 
+const latin1 = new TextDecoder('latin1');
+
 function clientIp(req: HttpRequest, res: HttpResponse, trustProxy: boolean): string | undefined {
   if (trustProxy) {
     const forwarded = req.getHeader('x-forwarded-for');
     if (forwarded) return forwarded.split(',')[0]!.trim();
   }
-  const text = Buffer.from(res.getRemoteAddressAsText()).toString();
+  const text = latin1.decode(res.getRemoteAddressAsText());
   if (!text) return undefined;
   return text.startsWith('::ffff:') ? text.slice(7) : text;
 }
@@ -81,7 +99,7 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, res: HttpResp
   const method = req.getMethod();
   const state: ResponseState = { aborted: false, origin: req.getHeader('origin') };
   const { metrics, config } = deps;
-  const count = (status: number) => metrics.requests.inc({ route, status });
+  const count = (status: number) => deps.hot.request(route, String(status)).inc();
 
   if (method === 'options') {
     const requested = req.getHeader('access-control-request-headers');
@@ -171,15 +189,15 @@ async function processBody(
     if (parsed.accepted > 0) {
       const items = routeSegments(parsed, deps);
       await deps.publisher.publish(items);
-      for (const item of items) deps.metrics.eventsAccepted.inc({ stream: item.subject.slice(0, item.subject.indexOf('.')) }, item.count);
+      for (const item of items) deps.hot.accepted(item.subject.slice(0, item.subject.indexOf('.'))).inc(item.count);
     }
-    const beacon = new URLSearchParams(meta.query).get('beacon') === '1';
+    const beacon = meta.query.includes('beacon=1') && new URLSearchParams(meta.query).get('beacon') === '1';
     respond(res, state, beacon ? { status: 204 } : { status: 200, body: OK_BODY });
     count(beacon ? 204 : 200);
   } catch (err) {
     fail(err);
   } finally {
-    deps.metrics.requestDuration.observe({ route: meta.route }, (performance.now() - started) / 1000);
+    deps.hot.duration(meta.route).observe((performance.now() - started) / 1000);
   }
 }
 

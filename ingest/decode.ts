@@ -79,9 +79,10 @@ function gunzip(bytes: Uint8Array, limit: number): Buffer {
 }
 
 /** True when the body needs real work to decode (decompression), so it must not run on the event loop. */
-export function needsDecompression(body: Uint8Array, query: URLSearchParams, contentEncoding: string): boolean {
+export function needsDecompression(body: Uint8Array, rawQuery: string, contentEncoding: string): boolean {
   if (isGzip(body)) return true;
-  const hint = compressionOf(query.get('compression')) ?? compressionOf(contentEncoding);
+  const queryHint = rawQuery.includes('compression=') ? new URLSearchParams(rawQuery).get('compression') : null;
+  const hint = compressionOf(queryHint) ?? compressionOf(contentEncoding);
   return hint === 'gzip' || hint === 'lz64';
 }
 

@@ -44,7 +44,7 @@ export function respond(res: HttpResponse, state: ResponseState, answer: Answer)
       res.writeHeader('Access-Control-Allow-Credentials', 'true');
       res.writeHeader('Vary', 'Origin');
     }
-    for (const [k, v] of Object.entries(answer.headers ?? {})) res.writeHeader(k, v);
+    if (answer.headers) for (const k in answer.headers) res.writeHeader(k, answer.headers[k]!);
     if (answer.status === 204) {
       res.endWithoutBody(0, answer.closeConnection);
       return;
@@ -84,7 +84,9 @@ export function readBody(
   };
   if (contentLength !== undefined) {
     if (!reserve(contentLength)) return finish({ kind: 'over_budget' });
-    const buffer = Buffer.allocUnsafeSlow(contentLength);
+    // Small bodies come from Node's pool (cheap); large ones get their own ArrayBuffer so the
+    // parse pool can take them without a copy.
+    const buffer = contentLength < 64 * 1024 ? Buffer.allocUnsafe(contentLength) : Buffer.allocUnsafeSlow(contentLength);
     let offset = 0;
     if (contentLength === 0) return finish({ kind: 'complete', body: buffer });
     res.onData((chunk, isLast) => {

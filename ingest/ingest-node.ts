@@ -11,7 +11,7 @@ import {
   type Logger,
   type NatsConnection,
 } from '../lib/index.js';
-import { CAPTURE_ROUTES, handleCapture, InflightBudget, type CaptureDeps } from './capture-route.js';
+import { CAPTURE_ROUTES, handleCapture, hotMetrics, InflightBudget, type CaptureDeps } from './capture-route.js';
 import type { IngestConfig } from './config.js';
 import { CaptureError, captureErrorResponse } from './errors.js';
 import { respond, type ResponseState } from './http.js';
@@ -101,6 +101,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     limiter,
     budget: new InflightBudget(config.inflightBudgetBytes, metrics),
     metrics,
+    hot: hotMetrics(metrics),
     log,
     accepting: () => registry.ready && !stopping,
     inflight,

@@ -17,6 +17,20 @@ export interface IngestMetrics {
   requestDuration: Histogram<'route'>;
 }
 
+/**
+ * prom-client resolves label values on every call, which costs as much as the rest of a small
+ * capture request; hot paths use children bound once per label combination instead.
+ */
+export function boundLabels<C>(metric: { labels(...values: string[]): C }): (...values: string[]) => C {
+  const children = new Map<string, C>();
+  return (...values) => {
+    const key = values.join('\u0000');
+    let child = children.get(key);
+    if (!child) children.set(key, (child = metric.labels(...values)));
+    return child;
+  };
+}
+
 export function createIngestMetrics(): IngestMetrics {
   const registry = createMetricsRegistry('ingest');
   const r = [registry];

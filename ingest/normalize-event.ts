@@ -91,7 +91,7 @@ export function normalizeEvent(raw: RawEvent, ctx: EventContext): CapturedEvent 
   if (distinctId === null) return 'empty_distinct_id';
 
   const event: CapturedEvent = {
-    uuid: isUuid(raw.uuid) ? raw.uuid.toLowerCase() : uuidv7(),
+    uuid: isUuid(raw.uuid) ? raw.uuid.toLowerCase() : uuidv7(ctx.nowMs),
     event: name,
     distinct_id: distinctId,
     properties,

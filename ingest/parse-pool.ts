@@ -51,9 +51,8 @@ export class ParsePool {
   }
 
   async parse(body: Uint8Array, meta: RequestMeta): Promise<ParsedRequest> {
-    const query = new URLSearchParams(meta.query);
-    if (body.length <= this.options.inlineMaxBytes && !needsDecompression(body, query, meta.contentEncoding)) {
-      return parseCaptureRequest(body, meta, this.options.limits, this.registry.lookup);
+    if (body.length <= this.options.inlineMaxBytes && !needsDecompression(body, meta.query, meta.contentEncoding)) {
+      return parseCaptureRequest(body, meta, this.options.limits, this.registry.lookup, { transferable: false });
     }
     const dedicated = body.byteOffset === 0 && body.buffer.byteLength === body.length ? body : Uint8Array.from(body);
     const task: ParseTask = {

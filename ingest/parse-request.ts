@@ -90,7 +90,18 @@ function sentAtOf(bodySentAt: unknown, query: URLSearchParams): number | undefin
   return undefined;
 }
 
-export function parseCaptureRequest(body: Uint8Array, meta: RequestMeta, limits: ParseLimits, lookup: TokenLookup): ParsedRequest {
+export interface ParseOptions {
+  /** Output in a dedicated ArrayBuffer that can be transferred to another thread. */
+  transferable: boolean;
+}
+
+export function parseCaptureRequest(
+  body: Uint8Array,
+  meta: RequestMeta,
+  limits: ParseLimits,
+  lookup: TokenLookup,
+  options: ParseOptions = { transferable: true },
+): ParsedRequest {
   const query = new URLSearchParams(meta.query);
   const text = decodePayload({
     body,
@@ -139,7 +150,7 @@ export function parseCaptureRequest(body: Uint8Array, meta: RequestMeta, limits:
     else accepted.push(result);
   }
 
-  const packed = packSegments(accepted, limits, !envelope.historical);
+  const packed = packSegments(accepted, limits, !envelope.historical, options.transferable);
   return { token, projectId: project.projectId, historical: envelope.historical, accepted: accepted.length, dropped, ...packed };
 }
 
@@ -160,6 +171,7 @@ function packSegments(
   events: readonly CapturedEvent[],
   limits: ParseLimits,
   perDistinctId: boolean,
+  transferable: boolean,
 ): Pick<ParsedRequest, 'data' | 'segments' | 'segmentDistinctIds'> {
   const groups = new Map<string | number, Group>();
   let totalBytes = 0;
@@ -182,8 +194,8 @@ function packSegments(
   }
   const ordered = [...groups.values()].sort((a, b) => a.shard - b.shard);
 
-  // A dedicated ArrayBuffer (not a slice of Node's pool) so it can be transferred between threads.
-  const data = Buffer.allocUnsafeSlow(totalBytes);
+  // Transferable output needs its own ArrayBuffer, not a slice of Node's shared pool.
+  const data = transferable ? Buffer.allocUnsafeSlow(totalBytes) : Buffer.allocUnsafe(totalBytes);
   const segments: number[] = [];
   const ids: string[] | null = perDistinctId ? [] : null;
   let offset = 0;
