@@ -140,16 +140,23 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, res: HttpResp
 
   deps.inflight.count++;
   let reserved = 0;
+  let finished = false;
+  let bodyComplete = false;
   const finishRequest = () => {
+    if (finished) return;
+    finished = true;
     deps.budget.release(reserved);
     reserved = 0;
     if (--deps.inflight.count === 0) deps.inflight.onIdle?.();
   };
   res.onAborted(() => {
     state.aborted = true;
+    // A client gone mid-body never completes it: give its bytes back now. Once the body is
+    // complete, the request finishes its parse/publish and releases them itself.
+    if (!bodyComplete) finishRequest();
   });
   const reserve = (bytes: number) => {
-    if (!deps.budget.tryReserve(bytes)) return false;
+    if (finished || !deps.budget.tryReserve(bytes)) return false;
     reserved += bytes;
     return true;
   };
@@ -158,6 +165,7 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, res: HttpResp
     return;
   }
   readBody(res, contentLength, { maxBytes: config.maxBodyBytes }, reserve, (outcome) => {
+    bodyComplete = true;
     if (outcome.kind === 'complete') {
       metrics.bytesIn.inc(outcome.body.length);
       void processBody(deps, meta, outcome.body, res, state, count, fail).finally(finishRequest);

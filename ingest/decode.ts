@@ -112,12 +112,13 @@ export function decodePayload(input: DecodeInput): string {
     }
   }
 
-  if (!looksLikeForm(payload) && looksLikeBase64(payload)) {
+  const hint = compressionOf(query.get('compression')) ?? compressionOf(formCompression) ?? compressionOf(input.contentEncoding);
+  // lz-string's output is itself base64-like text: only other payloads are decoded optimistically.
+  if (hint !== 'lz64' && !looksLikeForm(payload) && looksLikeBase64(payload)) {
     payload = fromBase64(payload);
     decodedBase64 = true;
   }
 
-  const hint = compressionOf(query.get('compression')) ?? compressionOf(formCompression) ?? compressionOf(input.contentEncoding);
   let text: string;
   if (isGzip(payload)) {
     text = gunzip(payload, input.maxDecompressedBytes).toString('utf8');

@@ -81,15 +81,17 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   let natsConnected = true;
   let streamsOk = true;
   let stopping = false;
+  // Streams can be deleted from outside; readiness reflects it within a few seconds.
+  const checkStreams = () => {
+    if (natsConnected) void streamsPresent(jsm).then((ok) => (streamsOk = ok ?? streamsOk));
+  };
+  const streamCheck = setInterval(checkStreams, 5_000);
+  streamCheck.unref();
   void watchConnection(nc, log, (connected) => {
     natsConnected = connected;
     publisher.setConnected(connected);
+    if (connected) checkStreams();
   });
-  // Streams can be deleted from outside; readiness reflects it within a few seconds.
-  const streamCheck = setInterval(() => {
-    if (natsConnected) void streamsPresent(jsm).then((ok) => (streamsOk = ok));
-  }, 5_000);
-  streamCheck.unref();
 
   const isReady = () => natsConnected && streamsOk && registry.ready && !stopping;
   const inflight: CaptureDeps['inflight'] = { count: 0 };
