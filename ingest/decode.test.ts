@@ -58,8 +58,8 @@ describe('decode', () => {
     expect(decodePayload(input(encoded, { contentType: 'application/x-www-form-urlencoded; charset=utf-8' }))).toBe(json);
   });
 
-  it('decode - form content type without form fields is a 400', () => {
-    expect(codeOf(() => decodePayload(input('hello world', { contentType: 'application/x-www-form-urlencoded' })))).toBe('invalid_payload');
+  it('decode - a form-typed body without form fields is the payload itself (curl -d)', () => {
+    expect(decodePayload(input(json, { contentType: 'application/x-www-form-urlencoded' }))).toBe(json);
   });
 
   it('decode - lz-string (lz64) from the query hint or the form field', () => {

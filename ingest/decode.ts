@@ -100,10 +100,9 @@ export function decodePayload(input: DecodeInput): string {
     payload = input.body;
     if (payload.length === 0) throw new CaptureError('no_data');
     const mediaType = input.contentType.split(';')[0]!.trim().toLowerCase();
-    if (mediaType === FORM_TYPE) {
-      if (!looksLikeForm(payload)) {
-        throw new CaptureError('invalid_payload', 'failed to decode request: expected form data in POST request payload');
-      }
+    // `curl -d '{…}'` labels JSON as a form: a form-typed body without form fields is read as
+    // the payload itself (PostHog answers 400 here; no SDK relies on that).
+    if (mediaType === FORM_TYPE && looksLikeForm(payload)) {
       const form = new URLSearchParams(Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8'));
       const data = form.get('data');
       if (!data) throw new CaptureError('no_data');

@@ -43,7 +43,7 @@ describe('capture errors', () => {
   const cases: [string, () => Promise<Response>, number, string][] = [
     ['invalid JSON', () => post(`${h.url}/capture/`, '{"api_key":'), 400, 'invalid_json'],
     ['undecodable gzip', () => post(`${h.url}/batch/`, Buffer.from([0x1f, 0x8b, 1, 2, 3]), { 'content-encoding': 'gzip' }), 400, 'invalid_payload'],
-    ['form body without form fields', () => post(`${h.url}/e/`, 'hello', { 'content-type': 'application/x-www-form-urlencoded' }), 400, 'invalid_payload'],
+    ['form-typed body that is neither form nor JSON', () => post(`${h.url}/e/`, 'hello', { 'content-type': 'application/x-www-form-urlencoded' }), 400, 'invalid_json'],
     ['empty body', () => post(`${h.url}/capture/`, ''), 400, 'no_data'],
     ['a JSON value that is no event', () => post(`${h.url}/capture/`, '42'), 400, 'invalid_payload'],
     ['empty batch', () => post(`${h.url}/batch/`, JSON.stringify({ api_key: KEY, batch: [] })), 400, 'empty_batch'],
