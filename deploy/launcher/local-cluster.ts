@@ -72,12 +72,13 @@ export async function startLocalCluster(options: LaunchOptions, log: SupervisorL
   const ports = await allocatePorts(dataDir, preferred);
   const processes = new Map<string, ProcessEntry>();
   const children: { role: ProcessEntry['role']; child: SupervisedChild }[] = [];
-  let cluster: ClusterFile | undefined;
+  // Filled in once everything is up; until then restarts need not rewrite cluster.json.
+  const written: { cluster?: ClusterFile } = {};
   const track = (role: ProcessEntry['role'], child: SupervisedChild, extra: Record<string, unknown> = {}) => {
     children.push({ role, child });
     child.onStart = (pid) => {
       processes.set(child.spec.name, { role, pid, name: child.spec.name, ...extra });
-      if (cluster) writeClusterFile({ ...cluster, processes: [...processes.values()] }, clusterFilePath(dataDir));
+      if (written.cluster) writeClusterFile({ ...written.cluster, processes: [...processes.values()] }, clusterFilePath(dataDir));
     };
     child.start();
   };
@@ -129,7 +130,7 @@ export async function startLocalCluster(options: LaunchOptions, log: SupervisorL
   }
   await waitFor(`ingest at ${captureUrl}`, async () => (await fetch(`${captureUrl}/_ready`).catch(() => undefined))?.ok === true, 60_000);
 
-  cluster = {
+  const cluster: ClusterFile = {
     captureUrl,
     natsUrl,
     projectId: project.projectId,
@@ -137,6 +138,7 @@ export async function startLocalCluster(options: LaunchOptions, log: SupervisorL
     processes: [...processes.values()],
   };
   writeClusterFile(cluster, clusterFilePath(dataDir));
+  written.cluster = cluster;
 
   let stopped: Promise<void> | undefined;
   const stop = () =>
