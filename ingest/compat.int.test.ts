@@ -18,7 +18,8 @@ interface DumpCase {
   historical_migration?: boolean;
 }
 
-const dumpPath = new URL('../../shared/spec/posthog-requests-dump.jsonl', import.meta.url);
+// A copy of spec/posthog-requests-dump.jsonl: the hog-rs capture compatibility corpus.
+const dumpPath = new URL('../test/fixtures/posthog-requests-dump.jsonl', import.meta.url);
 const cases: DumpCase[] = readFileSync(dumpPath, 'utf8')
   .split('\n')
   .filter((l) => l.trim() && !l.startsWith('#'))

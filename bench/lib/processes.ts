@@ -1,0 +1,85 @@
+// The processes a benchmark measures: each runs apart from the load generator, as in production.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { runtimeModule } from '../../lib/index.js';
+import { waitFor } from '../../deploy/local/wait.js';
+
+export interface BenchProcess {
+  child: ChildProcess;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** Starts a Node program of ours (built JS when run from dist, TypeScript via tsx otherwise). */
+export function startNodeProcess(fromUrl: string, relative: string, env: NodeJS.ProcessEnv, onLine?: (line: string) => void): BenchProcess {
+  const entry = runtimeModule(fromUrl, relative);
+  const child = spawn(process.execPath, [...entry.execArgv, entry.path], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  killOnExit(child);
+  if (onLine) createInterface({ input: child.stdout! }).on('line', onLine);
+  else child.stdout!.resume();
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  return {
+    child,
+    pid: child.pid!,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const t = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(t);
+    },
+  };
+}
+
+/** Starts the trivial uWS ceiling and resolves with its URL. */
+export async function startTrivialUws(): Promise<BenchProcess & { url: string }> {
+  let port = 0;
+  const p = startNodeProcess(import.meta.url, '../ceilings/trivial-uws', {}, (line) => {
+    port = (JSON.parse(line) as { port: number }).port;
+  });
+  await waitFor('trivial uWS server', () => port > 0);
+  return { ...p, url: `http://127.0.0.1:${port}` };
+}
+
+/** CPU seconds (user + system) a process has used so far. */
+export function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100/s)
+}
+
+/** Resident memory of a process in bytes. */
+export function rssBytes(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+/** Samples a process's RSS until stopped; returns the peak. */
+export function sampleRss(pid: number, everyMs = 100): { stop(): number } {
+  let peak = rssBytes(pid);
+  const timer = setInterval(() => {
+    try {
+      peak = Math.max(peak, rssBytes(pid));
+    } catch {
+      // process gone
+    }
+  }, everyMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      return peak;
+    },
+  };
+}
+
+/** Children still running when the benchmark exits (also on Ctrl-C or an error) are killed. */
+const running = new Set<ChildProcess>();
+export function killOnExit(child: ChildProcess): void {
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+}
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => process.exit(130));
+}
