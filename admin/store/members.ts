@@ -82,7 +82,7 @@ export async function findMemberByUserId(db: Queryable, organizationId: string, 
 }
 
 export async function setMemberLevel(db: Queryable, membershipId: string, level: number): Promise<void> {
-  await db.query('update organization_memberships set level = $2, updated_at = now() where id = $1', [membershipId, level]);
+  await db.query('update organization_memberships set level = $2, updated_at = clock_timestamp() where id = $1', [membershipId, level]);
 }
 
 export async function deleteMember(db: Queryable, membershipId: string): Promise<void> {
@@ -101,7 +101,7 @@ export async function countOwners(db: Queryable, organizationId: string): Promis
 export async function upsertMembership(db: Queryable, organizationId: string, userId: number, level: number): Promise<void> {
   await db.query(
     `insert into organization_memberships (organization_id, user_id, level) values ($1, $2, $3)
-     on conflict (organization_id, user_id) do update set level = excluded.level, updated_at = now()
+     on conflict (organization_id, user_id) do update set level = excluded.level, updated_at = clock_timestamp()
      where organization_memberships.level <> excluded.level`,
     [organizationId, userId, level],
   );

@@ -178,7 +178,7 @@ export async function updateOrganization(db: Queryable, id: string, fields: Orga
     values.push(fields[column]);
     sets.push(`${column} = $${values.length}`);
   }
-  await db.query(`update organizations set ${[...sets, 'updated_at = now()'].join(', ')} where id = $1`, values);
+  await db.query(`update organizations set ${[...sets, 'updated_at = clock_timestamp()'].join(', ')} where id = $1`, values);
 }
 
 /** Deletes the organization and everything in it; returns the API tokens of its projects. */

@@ -93,7 +93,7 @@ export async function findVisibleProject(
 
 export async function renameProject(db: Queryable, id: number, name: string): Promise<ProjectRow> {
   const { rows } = await db.query<ProjectRow>(
-    `update projects p set name = $2, updated_at = now() where p.id = $1 returning ${COLUMNS}`,
+    `update projects p set name = $2, updated_at = clock_timestamp() where p.id = $1 returning ${COLUMNS}`,
     [id, name],
   );
   return rows[0]!;
@@ -101,7 +101,7 @@ export async function renameProject(db: Queryable, id: number, name: string): Pr
 
 export async function resetProjectToken(db: Queryable, id: number): Promise<ProjectRow> {
   const { rows } = await db.query<ProjectRow>(
-    `update projects p set api_token = $2, updated_at = now() where p.id = $1 returning ${COLUMNS}`,
+    `update projects p set api_token = $2, updated_at = clock_timestamp() where p.id = $1 returning ${COLUMNS}`,
     [id, generateProjectApiKey()],
   );
   return rows[0]!;
