@@ -95,15 +95,24 @@ export async function findOrganizationAccess(
 ): Promise<OrganizationAccess | undefined> {
   if (idOrCurrent !== '@current' && !isUuid(idOrCurrent)) return undefined;
   const current = idOrCurrent === '@current';
-  const { rows } = await db.query<OrganizationAccess>(
-    `select o.id, o.name, m.level from organizations o
-     join organization_memberships m on m.organization_id = o.id and m.user_id = $1
-     where ($2::uuid[] is null or o.id = any($2::uuid[])) and ($3::uuid is null or o.id = $3::uuid)
-     order by m.joined_at, o.id limit 1
-     ${lock ? 'for no key update of o' : ''}`,
-    [principal.userId, principal.scopedOrganizations, current ? null : idOrCurrent],
-  );
-  return rows[0];
+  const read = async (id: string | null) => {
+    const { rows } = await db.query<OrganizationAccess>(
+      `select o.id, o.name, m.level from organizations o
+       join organization_memberships m on m.organization_id = o.id and m.user_id = $1
+       where ($2::uuid[] is null or o.id = any($2::uuid[])) and ($3::uuid is null or o.id = $3::uuid)
+       order by m.joined_at, o.id limit 1`,
+      [principal.userId, principal.scopedOrganizations, id],
+    );
+    return rows[0];
+  };
+  const found = await read(current ? null : idOrCurrent);
+  if (!found || !lock) return found;
+  // Lock first, then read again: in READ COMMITTED a statement that waited for the lock would
+  // still see the caller's membership as it was before the wait (a concurrent demotion would be
+  // missed); a new statement after the lock sees every change committed before it.
+  const locked = await db.query('select 1 from organizations where id = $1 for no key update', [found.id]);
+  if (locked.rowCount === 0) return undefined;
+  return read(found.id);
 }
 
 export async function listOrganizations(

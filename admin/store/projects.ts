@@ -81,14 +81,20 @@ export async function findVisibleProject(
   id: number,
   lock = false,
 ): Promise<(ProjectRow & { level: number }) | undefined> {
-  const { rows } = await db.query<ProjectRow & { level: number }>(
-    `select ${COLUMNS}, m.level from projects p
-     join organization_memberships m on m.organization_id = p.organization_id and m.user_id = $1
-     where p.id = $3 and ($2::uuid[] is null or p.organization_id = any($2::uuid[]))
-     ${lock ? 'for no key update of p' : ''}`,
-    [principal.userId, principal.scopedOrganizations, id],
-  );
-  return rows[0];
+  const read = async () => {
+    const { rows } = await db.query<ProjectRow & { level: number }>(
+      `select ${COLUMNS}, m.level from projects p
+       join organization_memberships m on m.organization_id = p.organization_id and m.user_id = $1
+       where p.id = $3 and ($2::uuid[] is null or p.organization_id = any($2::uuid[]))`,
+      [principal.userId, principal.scopedOrganizations, id],
+    );
+    return rows[0];
+  };
+  const found = await read();
+  if (!found || !lock) return found;
+  // Lock, then read again so the level is the one committed after any concurrent change.
+  await db.query('select 1 from projects where id = $1 for no key update', [id]);
+  return read();
 }
 
 export async function renameProject(db: Queryable, id: number, name: string): Promise<ProjectRow> {
