@@ -17,7 +17,8 @@ const notAuthenticated = { type: 'authentication_error', code: 'not_authenticate
 
 describe('admin http', () => {
   it('auth - no key, a non-Bearer header or an OAuth token is 401 not_authenticated', async () => {
-    for (const headers of [{}, { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` }, { authorization: 'Bearer ' }, { authorization: 'Bearer pha_oauth' }, { authorization: owner.key }]) {
+    const variants: Array<Record<string, string>> = [{}, { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` }, { authorization: 'Bearer ' }, { authorization: 'Bearer pha_oauth' }, { authorization: owner.key }];
+    for (const headers of variants) {
       const res = await f.api('GET', '/api/organizations/', { headers });
       expect(res.status, JSON.stringify(headers)).toBe(401);
       expect(res.body).toEqual(notAuthenticated);

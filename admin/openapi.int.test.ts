@@ -5,6 +5,7 @@ import { apiRoutes } from './routes/index.js';
 import { DOMAIN_PATTERN } from './schemas.js';
 
 let f: AdminFixture;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the document is checked by the assertions
 let doc: any;
 
 beforeAll(async () => {

@@ -166,7 +166,7 @@ describe('organizations', () => {
     expect(names).toContain(final);
     // Updates are serialized and stamped when they run: the stored name is the newest response's.
     const newestAt = Math.max(...results.map((r) => Date.parse(r.body.updated_at)));
-    const newest = results.filter((r) => Date.parse(r.body.updated_at) === newestAt).map((r) => r.body.name);
+    const newest = results.filter((r) => Date.parse(r.body.updated_at) === newestAt).map((r) => r.body.name as string);
     expect(newest).toContain(final);
   });
 

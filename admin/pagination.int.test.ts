@@ -53,6 +53,7 @@ describe('pagination', () => {
       const all = ids((await f.api('GET', path, { key: owner.key })).body);
       const forward: Array<string | number> = [];
       let url: string | null = `${f.url}${path}?limit=1`;
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- checked by the assertions below
       let last: any;
       while (url) {
         last = (await f.api('GET', url, { key: owner.key })).body;
@@ -64,6 +65,7 @@ describe('pagination', () => {
       const backward: Array<string | number> = [];
       url = last.previous;
       while (url) {
+        // eslint-disable-next-line @typescript-eslint/no-explicit-any -- checked by the assertions below
         const page: any = (await f.api('GET', url, { key: owner.key })).body;
         backward.unshift(...ids(page));
         url = page.previous;
@@ -73,11 +75,11 @@ describe('pagination', () => {
   });
 
   it('pagination - next/previous are absolute URLs of the request, other parameters kept', async () => {
-    const res = await f.api('GET', `${lists.members}?order=joined_at&limit=2&offset=2`, { key: owner.key });
-    expect(res.body.next).toBe(`${f.url}${lists.members}?limit=2&offset=4&order=joined_at`);
-    expect(res.body.previous).toBe(`${f.url}${lists.members}?limit=2&order=joined_at`);
-    const mid = await f.api('GET', `${lists.domains}?limit=2&offset=5`, { key: owner.key });
-    expect(mid.body.previous).toBe(`${f.url}${lists.domains}?limit=2&offset=3`);
+    const res = await f.api('GET', `${lists.members!}?order=joined_at&limit=2&offset=2`, { key: owner.key });
+    expect(res.body.next).toBe(`${f.url}${lists.members!}?limit=2&offset=4&order=joined_at`);
+    expect(res.body.previous).toBe(`${f.url}${lists.members!}?limit=2&order=joined_at`);
+    const mid = await f.api('GET', `${lists.domains!}?limit=2&offset=5`, { key: owner.key });
+    expect(mid.body.previous).toBe(`${f.url}${lists.domains!}?limit=2&offset=3`);
     expect(mid.body.next).toBeNull();
   });
 
@@ -91,7 +93,7 @@ describe('pagination', () => {
 
   it('pagination - bad limits fall back to 100 and bad offsets to 0', async () => {
     for (const query of ['limit=0', 'limit=-3', 'limit=abc', 'limit=', 'offset=-1', 'offset=zz', 'limit=1e2', 'offset=99999999999999999999999&limit=1']) {
-      const res = await f.api('GET', `${lists.invites}?${query}`, { key: owner.key });
+      const res = await f.api('GET', `${lists.invites!}?${query}`, { key: owner.key });
       expect(res.status, query).toBe(200);
       if (query.startsWith('offset=9999')) expect(res.body.results, query).toHaveLength(0);
       else expect(res.body.results, query).toHaveLength(N);
@@ -99,8 +101,8 @@ describe('pagination', () => {
   });
 
   it('pagination - lists with equal timestamps keep a stable order (id tiebreaker)', async () => {
-    const first = ids((await f.api('GET', lists.invites, { key: owner.key })).body);
-    const second = ids((await f.api('GET', lists.invites, { key: owner.key })).body);
+    const first = ids((await f.api('GET', lists.invites!, { key: owner.key })).body);
+    const second = ids((await f.api('GET', lists.invites!, { key: owner.key })).body);
     expect(second).toEqual(first);
     expect(new Set(first).size).toBe(N);
     expect([...first].sort().reverse()).toEqual(first);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
+import { type z } from 'zod';
 import { ApiError } from '../../lib/index.js';
 import { domainCreate, inviteCreate, organizationCreate } from '../schemas.js';
 import { normalizeEmail, validate } from './validation.js';
