@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAdminFixture, type AdminFixture } from '../test/admin/harness.js';
+import { freshDatabase } from '../test/kit/index.js';
 import { runAdminCli } from './index.js';
 
 const run = promisify(execFile);
@@ -152,6 +153,15 @@ describe('spate admin CLI', () => {
     expect(result).toMatchObject({ userEmail: 'admin@spate.local' });
     expect((await f.api('GET', `/api/projects/${result.projectId}/`, { key: result.personalApiKey })).status).toBe(200);
     expect(JSON.parse((await cli(['bootstrap'], { SPATE_DATA_DIR: dir })).out)).toEqual(result);
+  });
+
+  it('cli - `spate admin bootstrap` (real process) prints only the JSON result, also on a fresh database', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'spate-cli-boot-'));
+    dirs.push(dir);
+    const databaseUrl = await freshDatabase();
+    const res = await spate(['admin', 'bootstrap', '--email', 'boss@example.com'], { DATABASE_URL: databaseUrl, NATS_URL: f.nats.url, SPATE_DATA_DIR: dir });
+    expect(res.code, res.stderr).toBe(0);
+    expect(JSON.parse(res.stdout)).toMatchObject({ projectId: 1, userEmail: 'boss@example.com' });
   });
 
   it('cli - without DATABASE_URL or cluster.json it says what to do', async () => {

@@ -4,7 +4,7 @@
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { z } from 'zod';
-import { clusterFilePath, dataDir, isUuid, readClusterFile } from '../lib/index.js';
+import { clusterFilePath, createLogger, dataDir, isUuid, readClusterFile } from '../lib/index.js';
 import { parseScopes } from './auth/scopes.js';
 import { bootstrapCluster } from './bootstrap.js';
 import { adminConfigHelp } from './config.js';
@@ -169,6 +169,8 @@ async function bootstrapCommand(args: string[], io: CliIo): Promise<void> {
     dataDir: dataDir(io.env),
     natsUrl: natsUrlFrom(io.env),
     email,
+    // stdout carries the result only (JSON for scripts); failures surface as thrown errors.
+    logger: createLogger('spate-admin', 'silent'),
   });
   io.out(JSON.stringify(result, null, 2));
 }
