@@ -107,13 +107,17 @@ export async function ensureStreams(jsm: JetStreamManager, limits: StreamLimits)
   }
 }
 
-/** True when every stream exists. */
-export async function streamsPresent(jsm: JetStreamManager): Promise<boolean> {
+/**
+ * False when a stream is missing; undefined when the server did not answer (a transient
+ * state that says nothing about the streams themselves).
+ */
+export async function streamsPresent(jsm: JetStreamManager): Promise<boolean | undefined> {
   try {
     for (const name of Object.values(STREAMS)) await jsm.streams.info(name);
     return true;
-  } catch {
-    return false;
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.status === 404) return false;
+    return undefined;
   }
 }
 

@@ -31,7 +31,7 @@ export function natsConfigText(o: NatsNodeOptions): string {
     // Ingest publishes up to max_payload per message; give slow consumers room to catch up.
     `max_pending: ${Math.max(64 * 1024 * 1024, 4 * (o.maxPayload ?? DEFAULT_MAX_PAYLOAD))}`,
     `jetstream {`,
-    `  store_dir: ${JSON.stringify(join(o.dir, 'jetstream'))}`,
+    `  store_dir: ${JSON.stringify(o.dir)}`, // the server adds its own jetstream/ below it
     `}`,
   ];
   if (o.cluster) {
@@ -84,7 +84,15 @@ export class NatsNode {
       closeSync(log);
     }
     const child = this.child;
-    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    // A test process that exits without stopping its servers must not leave them running.
+    const killOnExit = () => child.kill('SIGKILL');
+    process.once('exit', killOnExit);
+    this.exited = new Promise((resolve) =>
+      child.once('exit', () => {
+        process.off('exit', killOnExit);
+        resolve();
+      }),
+    );
     child.once('error', () => undefined);
     await waitFor(`nats-server ${o.serverName} on port ${o.port}`, async () => {
       if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}; see ${o.dir}/nats.log`);
@@ -115,11 +123,10 @@ export class NatsNode {
 }
 
 /** Resolves once the JetStream meta group of a cluster has a leader, so streams can be created. */
-export async function waitForJetStreamLeader(nodes: readonly NatsNode[]): Promise<void> {
+export async function waitForJetStreamLeader(monitorUrls: readonly string[]): Promise<void> {
   await waitFor('JetStream meta leader', async () => {
-    for (const node of nodes) {
-      if (!node.running) continue;
-      const res = await fetch(`${node.monitorUrl}/jsz`).catch(() => undefined);
+    for (const url of monitorUrls) {
+      const res = await fetch(`${url}/jsz`).catch(() => undefined);
       if (!res?.ok) continue;
       const body = (await res.json()) as { meta_cluster?: { leader?: string } };
       if (body.meta_cluster?.leader) return true;

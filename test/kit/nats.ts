@@ -67,7 +67,7 @@ export async function startNatsCluster(size = 3, options: { maxPayload?: number 
     );
   }
   await Promise.all(nodes.map((n) => n.start()));
-  await waitForJetStreamLeader(nodes);
+  await waitForJetStreamLeader(nodes.map((n) => n.monitorUrl));
   const stop = async () => {
     await Promise.all(nodes.map((n) => n.stop()));
     rmSync(root, { recursive: true, force: true });

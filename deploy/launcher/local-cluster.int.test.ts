@@ -1,0 +1,90 @@
+// `npm start` as a user runs it: a child process with its own data dir. It must come up,
+// accept events, restart a crashed child, stop cleanly, and resume with its data.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { readClusterFile, type ClusterFile } from '../../lib/index.js';
+import { waitFor } from '../../test/kit/index.js';
+
+const dataDir = mkdtempSync(join(tmpdir(), 'spate-launcher-'));
+const startScript = new URL('../start.ts', import.meta.url).pathname;
+
+function launch(): ChildProcess {
+  return spawn(process.execPath, ['--import', 'tsx', startScript], {
+    env: { ...process.env, SPATE_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+async function ready(child: ChildProcess): Promise<ClusterFile> {
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  await waitFor('launcher ready', () => output.includes('[spate] ready.'), 90_000, 200).catch((err: unknown) => {
+    throw new Error(`launcher did not start:\n${output}`, { cause: err });
+  });
+  return readClusterFile(join(dataDir, 'cluster.json'));
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function capture(c: ClusterFile, distinctId: string): Promise<number> {
+  const res = await fetch(`${c.captureUrl}/capture/`, {
+    method: 'POST',
+    body: JSON.stringify({ api_key: c.projectApiKey, event: 'launcher test', distinct_id: distinctId }),
+  });
+  return res.status;
+}
+
+async function streamMessages(c: ClusterFile): Promise<number> {
+  const nats = c.processes!.find((p) => p.role === 'nats')!;
+  const jsz = (await (await fetch(`http://127.0.0.1:${nats.monitorPort as number}/jsz?streams=true`)).json()) as {
+    account_details?: { stream_detail?: { name: string; state: { messages: number } }[] }[];
+  };
+  const streams = jsz.account_details?.flatMap((a) => a.stream_detail ?? []) ?? [];
+  return streams.find((s) => s.name === 'EVENTS')?.state.messages ?? 0;
+}
+
+describe('npm start (local cluster)', () => {
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it('launcher - starts, accepts events, restarts a killed ingest node, stops everything, and resumes with its data', async () => {
+    const first = launch();
+    const c = await ready(first);
+    expect(c).toMatchObject({ projectId: 1 });
+    expect(c.projectApiKey).toMatch(/^phc_/);
+    expect(c.processes!.map((p) => p.role).sort()).toEqual(['ingest', 'nats']);
+    expect(await capture(c, 'before-crash')).toBe(200);
+
+    const ingest = c.processes!.find((p) => p.role === 'ingest')!;
+    process.kill(ingest.pid, 'SIGKILL');
+    await waitFor('ingest restarted', async () => (await capture(c, 'after-crash').catch(() => 0)) === 200, 60_000, 200);
+    const restarted = readClusterFile(join(dataDir, 'cluster.json')).processes!.find((p) => p.role === 'ingest')!;
+    expect(restarted.pid).not.toBe(ingest.pid);
+    const stored = await streamMessages(c);
+    expect(stored).toBeGreaterThanOrEqual(2);
+
+    first.kill('SIGTERM');
+    await new Promise((r) => first.once('exit', r));
+    const pids = readClusterFile(join(dataDir, 'cluster.json')).processes!.map((p) => p.pid);
+    for (const pid of pids) expect(alive(pid), `pid ${pid} stopped`).toBe(false);
+
+    const second = launch();
+    const again = await ready(second);
+    expect(again.projectApiKey).toBe(c.projectApiKey);
+    expect(await streamMessages(again)).toBe(stored);
+    expect(await capture(again, 'after-restart')).toBe(200);
+    second.kill('SIGTERM');
+    await new Promise((r) => second.once('exit', r));
+    expect(existsSync(join(dataDir, 'ports.json'))).toBe(true);
+  });
+});

@@ -1,0 +1,78 @@
+// Runs one child process of the local cluster, restarts it when it crashes (with backoff),
+// prefixes its output with its name, and stops it gracefully (SIGTERM, then SIGKILL).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+
+export interface ChildSpec {
+  /** e.g. "ingest-1": shown before every line it prints. */
+  name: string;
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  /** Grace period between SIGTERM and SIGKILL when stopping. */
+  stopTimeoutMs?: number;
+}
+
+export interface SupervisorLog {
+  info(message: string): void;
+  warn(message: string): void;
+}
+
+export class SupervisedChild {
+  private child: ChildProcess | undefined;
+  private stopping = false;
+  private restarts = 0;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private exited: Promise<void> = Promise.resolve();
+  private startedAt = 0;
+  /** Called with the new pid after every (re)start. */
+  onStart: (pid: number) => void = () => undefined;
+
+  constructor(
+    readonly spec: ChildSpec,
+    private readonly log: SupervisorLog,
+  ) {}
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get restartCount(): number {
+    return this.restarts;
+  }
+
+  start(): void {
+    this.stopping = false;
+    const { name, command, args, env } = this.spec;
+    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = child;
+    this.startedAt = Date.now();
+    for (const stream of [child.stdout, child.stderr]) {
+      createInterface({ input: stream }).on('line', (line) => process.stdout.write(`[${name}] ${line}\n`));
+    }
+    this.exited = new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        resolve();
+        if (this.stopping) return;
+        // A child that ran for a while restarts at once; one that keeps dying backs off to 10 s.
+        const delay = Date.now() - this.startedAt > 30_000 ? 0 : Math.min(10_000, 250 * 2 ** Math.min(this.restarts, 6));
+        this.restarts++;
+        this.log.warn(`${name} exited (${signal ?? `code ${code}`}); restarting in ${delay} ms (restart #${this.restarts})`);
+        this.restartTimer = setTimeout(() => this.start(), delay);
+      });
+    });
+    child.once('error', (err) => this.log.warn(`${name} failed to start: ${err.message}`));
+    if (child.pid !== undefined) this.onStart(child.pid);
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearTimeout(this.restartTimer);
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), this.spec.stopTimeoutMs ?? 30_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,61 @@
+// `npm start [-- --nats-nodes 3 --ingest N]`: runs the local cluster in the foreground.
+// Ctrl-C (or SIGTERM) stops everything in order; a second Ctrl-C forces exit.
+import { parseArgs } from 'node:util';
+import { clusterFilePath, dataDir as defaultDataDir } from '../lib/index.js';
+import { startLocalCluster } from './launcher/local-cluster.js';
+
+const { values } = parseArgs({
+  options: {
+    'nats-nodes': { type: 'string', default: '1' },
+    ingest: { type: 'string', default: '1' },
+    'data-dir': { type: 'string' },
+    help: { type: 'boolean', default: false },
+  },
+});
+
+if (values.help) {
+  console.log(`usage: npm start -- [--nats-nodes 1|3] [--ingest N] [--data-dir DIR]
+
+Runs nats-server (or a 3-node JetStream cluster) and N ingest nodes under $SPATE_DATA_DIR
+(default .data/), then writes cluster.json there. NATS_URL uses an existing NATS instead.`);
+  process.exit(0);
+}
+
+const natsNodes = Number(values['nats-nodes']);
+const ingest = Number(values.ingest);
+if (natsNodes !== 1 && natsNodes !== 3) throw new Error('--nats-nodes must be 1 or 3');
+if (!Number.isInteger(ingest) || ingest < 1) throw new Error('--ingest must be a positive integer');
+
+const dataDir = values['data-dir'] ?? defaultDataDir();
+const log = {
+  info: (m: string) => console.log(`[spate] ${m}`),
+  warn: (m: string) => console.warn(`[spate] ${m}`),
+};
+
+const local = await startLocalCluster({ dataDir, natsNodes, ingest, env: process.env }, log).catch((err: unknown) => {
+  console.error(`[spate] failed to start: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});
+
+const c = local.cluster;
+log.info(`ready.
+  capture:  ${c.captureUrl}   (POST /capture/, /batch/, …)
+  project:  id ${c.projectId}, API key ${c.projectApiKey}
+  NATS:     ${c.natsUrl}
+  details:  ${clusterFilePath(dataDir)}
+Try: curl -X POST ${c.captureUrl}/capture/ -d '{"api_key":"${c.projectApiKey}","event":"hello","distinct_id":"me"}'`);
+
+let signals = 0;
+const shutdown = (signal: string) => {
+  if (++signals > 1) process.exit(1);
+  log.info(`${signal}: stopping (again to force)`);
+  local.stop().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+};
+process.on('SIGINT', () => shutdown('SIGINT'));
+process.on('SIGTERM', () => shutdown('SIGTERM'));

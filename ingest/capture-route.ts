@@ -1,0 +1,243 @@
+// The capture endpoints: CORS, method and size checks, body reading, then parse → route →
+// publish → answer. The answer is 200 only after JetStream acknowledged every accepted event.
+import { subjectFor, type Logger } from '../lib/index.js';
+import type { IngestConfig } from './config.js';
+import { CaptureError, captureErrorResponse } from './errors.js';
+import { readBody, respond, type ResponseState } from './http.js';
+import { boundLabels, type IngestMetrics } from './metrics.js';
+import { SEGMENT_FIELDS, type ParsedRequest, type RequestMeta, type RouteKind } from './parse-request.js';
+import type { ParsePool } from './parse-pool.js';
+import type { EventPublisher, PublishItem } from './publisher.js';
+import type { SpikeLimiter } from './spike-limiter.js';
+import type { HttpRequest, HttpResponse } from './uws.js';
+
+/** Capture paths, each served with and without the trailing slash. */
+export const CAPTURE_ROUTES: ReadonlyMap<string, RouteKind> = new Map([
+  ['/capture', 'capture'],
+  ['/batch', 'batch'],
+  ['/e', 'e'],
+  ['/i/v0/e', 'i'],
+  ['/track', 'track'],
+  ['/engage', 'engage'],
+]);
+
+const OK_BODY = JSON.stringify({ status: 1 });
+
+/** Bytes of requests in flight on this node; past the budget, new requests get 503. */
+export class InflightBudget {
+  private used = 0;
+  constructor(
+    private readonly limit: number,
+    private readonly metrics: IngestMetrics,
+  ) {}
+
+  tryReserve(bytes: number): boolean {
+    if (this.used + bytes > this.limit && this.used > 0) return false;
+    this.used += bytes;
+    this.metrics.inflightBytes.set(this.used);
+    return true;
+  }
+
+  release(bytes: number): void {
+    this.used -= bytes;
+    this.metrics.inflightBytes.set(this.used);
+  }
+}
+
+export interface HotMetrics {
+  request: (route: string, status: string) => { inc(): void };
+  accepted: (stream: string) => { inc(n: number): void };
+  duration: (route: string) => { observe(seconds: number): void };
+}
+
+export function hotMetrics(metrics: IngestMetrics): HotMetrics {
+  return {
+    request: boundLabels(metrics.requests),
+    accepted: boundLabels(metrics.eventsAccepted),
+    duration: boundLabels(metrics.requestDuration),
+  };
+}
+
+export interface CaptureDeps {
+  config: IngestConfig;
+  /** PUBLISH_MAX_MESSAGE_BYTES, capped below the server's max_payload. */
+  maxMessageBytes: number;
+  pool: ParsePool;
+  publisher: EventPublisher;
+  limiter: SpikeLimiter;
+  budget: InflightBudget;
+  metrics: IngestMetrics;
+  /** Metric children bound to their labels once (see boundLabels). */
+  hot: HotMetrics;
+  log: Logger;
+  /** False until NATS is connected and the project registry is loaded, and again while stopping. */
+  accepting(): boolean;
+  /** Counts requests between arrival and answer, so shutdown can wait for them. */
+  inflight: { count: number; onIdle?: () => void };
+}
+
+const latin1 = new TextDecoder('latin1');
+
+function clientIp(req: HttpRequest, res: HttpResponse, trustProxy: boolean): string | undefined {
+  if (trustProxy) {
+    const forwarded = req.getHeader('x-forwarded-for');
+    if (forwarded) return forwarded.split(',')[0]!.trim();
+  }
+  const text = latin1.decode(res.getRemoteAddressAsText());
+  if (!text) return undefined;
+  return text.startsWith('::ffff:') ? text.slice(7) : text;
+}
+
+function contentLengthOf(req: HttpRequest): number | undefined {
+  const header = req.getHeader('content-length');
+  if (!header) return undefined;
+  const n = Number(header);
+  return Number.isInteger(n) && n >= 0 ? n : undefined;
+}
+
+export function handleCapture(deps: CaptureDeps, route: RouteKind, res: HttpResponse, req: HttpRequest): void {
+  const method = req.getMethod();
+  const state: ResponseState = { aborted: false, origin: req.getHeader('origin') };
+  const { metrics, config } = deps;
+  const count = (status: number) => deps.hot.request(route, String(status)).inc();
+
+  if (method === 'options') {
+    const requested = req.getHeader('access-control-request-headers');
+    respond(res, state, {
+      status: 200,
+      body: OK_BODY,
+      headers: {
+        'Access-Control-Allow-Methods': 'GET, POST, OPTIONS',
+        ...(requested ? { 'Access-Control-Allow-Headers': requested } : {}),
+        'Access-Control-Max-Age': '86400',
+      },
+    });
+    return count(200);
+  }
+  const fail = (err: unknown) => {
+    const answer = captureErrorResponse(err);
+    if (answer.status >= 500 && !(err instanceof CaptureError)) deps.log.error({ err, route }, 'capture request failed');
+    respond(res, state, { status: answer.status, body: JSON.stringify(answer.body), headers: answer.headers });
+    count(answer.status);
+  };
+  if (method !== 'post' && method !== 'get') return fail(new CaptureError('method_not_allowed', `Method "${method.toUpperCase()}" not allowed.`));
+  if (!deps.accepting()) {
+    return fail(new CaptureError('unavailable', 'ingest node is not ready, please retry', { headers: { 'Retry-After': String(config.retryAfterSeconds) } }));
+  }
+
+  const contentLength = method === 'get' ? 0 : contentLengthOf(req);
+  if (contentLength !== undefined && contentLength > config.maxBodyBytes) {
+    return fail(new CaptureError('payload_too_large', `request body of ${contentLength} bytes exceeds the limit of ${config.maxBodyBytes}`));
+  }
+  const meta: RequestMeta = {
+    route,
+    query: req.getQuery() ?? '',
+    contentType: req.getHeader('content-type'),
+    contentEncoding: req.getHeader('content-encoding'),
+    ip: clientIp(req, res, config.trustProxy),
+    nowMs: 0, // set when the body is complete
+  };
+
+  deps.inflight.count++;
+  let reserved = 0;
+  let finished = false;
+  let bodyComplete = false;
+  const finishRequest = () => {
+    if (finished) return;
+    finished = true;
+    deps.budget.release(reserved);
+    reserved = 0;
+    if (--deps.inflight.count === 0) deps.inflight.onIdle?.();
+  };
+  res.onAborted(() => {
+    state.aborted = true;
+    // A client gone mid-body never completes it: give its bytes back now. Once the body is
+    // complete, the request finishes its parse/publish and releases them itself.
+    if (!bodyComplete) finishRequest();
+  });
+  const reserve = (bytes: number) => {
+    if (finished || !deps.budget.tryReserve(bytes)) return false;
+    reserved += bytes;
+    return true;
+  };
+  if (method === 'get') {
+    void processBody(deps, meta, new Uint8Array(0), res, state, count, fail).finally(finishRequest);
+    return;
+  }
+  readBody(res, contentLength, { maxBytes: config.maxBodyBytes }, reserve, (outcome) => {
+    bodyComplete = true;
+    if (outcome.kind === 'complete') {
+      metrics.bytesIn.inc(outcome.body.length);
+      void processBody(deps, meta, outcome.body, res, state, count, fail).finally(finishRequest);
+      return;
+    }
+    if (outcome.kind === 'too_large') {
+      fail(new CaptureError('payload_too_large', `request body exceeds the limit of ${config.maxBodyBytes} bytes`));
+    } else {
+      fail(new CaptureError('overloaded', undefined, { headers: { 'Retry-After': String(config.retryAfterSeconds) } }));
+    }
+    finishRequest();
+  });
+}
+
+async function processBody(
+  deps: CaptureDeps,
+  meta: RequestMeta,
+  body: Uint8Array,
+  res: HttpResponse,
+  state: ResponseState,
+  count: (status: number) => void,
+  fail: (err: unknown) => void,
+): Promise<void> {
+  const started = performance.now();
+  try {
+    meta.nowMs = Date.now();
+    const parsed = await deps.pool.parse(body, meta);
+    for (const [reason, n] of Object.entries(parsed.dropped)) deps.metrics.eventsDropped.inc({ reason }, n);
+    if (parsed.accepted > 0) {
+      const items = routeSegments(parsed, deps);
+      await deps.publisher.publish(items);
+      for (const item of items) deps.hot.accepted(item.subject.slice(0, item.subject.indexOf('.'))).inc(item.count);
+    }
+    const beacon = meta.query.includes('beacon=1') && new URLSearchParams(meta.query).get('beacon') === '1';
+    respond(res, state, beacon ? { status: 204 } : { status: 200, body: OK_BODY });
+    count(beacon ? 204 : 200);
+  } catch (err) {
+    fail(err);
+  } finally {
+    deps.hot.duration(meta.route).observe((performance.now() - started) / 1000);
+  }
+}
+
+/**
+ * Chooses each segment's subject — HISTORICAL for migrations; OVERFLOW for a distinct_id over
+ * its spike budget; EVENTS otherwise — and merges neighbouring segments bound for the same
+ * subject into one message while they fit.
+ */
+export function routeSegments(parsed: ParsedRequest, deps: Pick<CaptureDeps, 'limiter' | 'maxMessageBytes'>): PublishItem[] {
+  const items: PublishItem[] = [];
+  const { segments, segmentDistinctIds: ids, data } = parsed;
+  let last: (PublishItem & { start: number; end: number }) | undefined;
+  for (let i = 0; i < segments.length / SEGMENT_FIELDS; i++) {
+    const base = i * SEGMENT_FIELDS;
+    const shard = segments[base]!;
+    const events = segments[base + 1]!;
+    const start = segments[base + 2]!;
+    const end = segments[base + 3]!;
+    const kind = parsed.historical
+      ? 'historical'
+      : ids && !deps.limiter.allow(parsed.projectId, ids[i]!, events)
+        ? 'overflow'
+        : 'events';
+    const subject = subjectFor(kind, parsed.projectId, shard);
+    if (last && last.subject === subject && last.end === start && end - last.start <= deps.maxMessageBytes) {
+      last.end = end;
+      last.count += events;
+      last.data = data.subarray(last.start, end);
+      continue;
+    }
+    last = { subject, data: data.subarray(start, end), count: events, start, end };
+    items.push(last);
+  }
+  return items;
+}

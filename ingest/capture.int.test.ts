@@ -1,0 +1,159 @@
+// The capture surface: routes, methods, CORS, health endpoints, routing to streams, the
+// project key registry, and the message format on the wire.
+import { gzipSync } from 'node:zlib';
+import LZString from 'lz-string';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { shardOf, subjectFor } from '../lib/index.js';
+import { post, startIngestHarness, type IngestHarness } from '../test/ingest-harness.js';
+import { waitFor } from '../test/kit/index.js';
+
+const KEY = 'phc_capture_test';
+const event = (distinctId: string, name = 'e', extra: Record<string, unknown> = {}) => ({ event: name, distinct_id: distinctId, properties: { n: 1 }, ...extra });
+
+describe('capture', () => {
+  let h: IngestHarness;
+  beforeAll(async () => {
+    h = await startIngestHarness({ SPIKE_EVENTS_PER_SECOND: '10', SPIKE_BURST: '20' }, { [KEY]: 5 });
+  });
+  afterAll(() => h.stop());
+
+  const paths = ['/capture', '/batch', '/e', '/i/v0/e', '/track', '/engage'];
+  for (const path of paths) {
+    for (const slash of ['', '/']) {
+      it(`capture - POST ${path}${slash} stores the event`, async () => {
+        const id = `route-${path}${slash}`;
+        const res = await post(`${h.url}${path}${slash}`, JSON.stringify({ api_key: KEY, ...event(id) }));
+        expect(res.status).toBe(200);
+        expect(await res.json()).toEqual({ status: 1 });
+        const stored = (await h.events('events')).filter((e) => e.distinct_id === id);
+        expect(stored).toHaveLength(1);
+      });
+    }
+  }
+
+  it('capture - GET with ?data= (base64) stores the event', async () => {
+    const data = Buffer.from(JSON.stringify({ api_key: KEY, ...event('via-get') })).toString('base64');
+    const res = await fetch(`${h.url}/e/?data=${encodeURIComponent(data)}`);
+    expect(res.status).toBe(200);
+    expect((await h.events('events')).filter((e) => e.distinct_id === 'via-get')).toHaveLength(1);
+  });
+
+  it('capture - OPTIONS preflight mirrors origin and requested headers, allows credentials', async () => {
+    const res = await fetch(`${h.url}/e/`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,x-custom' },
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
+    expect(res.headers.get('access-control-allow-headers')).toBe('content-type,x-custom');
+    expect(res.headers.get('access-control-allow-credentials')).toBe('true');
+    expect(res.headers.get('access-control-allow-methods')).toContain('POST');
+  });
+
+  it('capture - answers carry CORS headers for the request origin, errors too', async () => {
+    const ok = await post(`${h.url}/e/`, JSON.stringify({ api_key: KEY, ...event('cors') }), { origin: 'https://site.test' });
+    expect(ok.headers.get('access-control-allow-origin')).toBe('https://site.test');
+    const bad = await post(`${h.url}/e/`, '{', { origin: 'https://site.test' });
+    expect(bad.status).toBe(400);
+    expect(bad.headers.get('access-control-allow-origin')).toBe('https://site.test');
+  });
+
+  it('capture - beacon=1 answers 204 with no body', async () => {
+    const res = await post(`${h.url}/e/?beacon=1`, JSON.stringify({ api_key: KEY, ...event('beacon') }));
+    expect(res.status).toBe(204);
+    expect(await res.text()).toBe('');
+  });
+
+  it('capture - gzip (header and magic bytes), lz64 and form bodies', async () => {
+    const body = (id: string) => JSON.stringify({ api_key: KEY, batch: [event(id)] });
+    expect((await post(`${h.url}/batch/`, gzipSync(body('gz-header')), { 'content-encoding': 'gzip' })).status).toBe(200);
+    expect((await post(`${h.url}/e/`, gzipSync(body('gz-magic')), { 'content-type': 'text/plain' })).status).toBe(200);
+    expect((await post(`${h.url}/e/?compression=lz64`, LZString.compressToBase64(body('lz64')))).status).toBe(200);
+    const form = `data=${encodeURIComponent(Buffer.from(body('form')).toString('base64'))}`;
+    expect((await post(`${h.url}/e/`, form, { 'content-type': 'application/x-www-form-urlencoded' })).status).toBe(200);
+    const ids = new Set((await h.events('events')).map((e) => e.distinct_id));
+    for (const id of ['gz-header', 'gz-magic', 'lz64', 'form']) expect(ids.has(id)).toBe(true);
+  });
+
+  it('capture - events go to events.<project>.<shard> in NDJSON messages with Nats-Msg-Id and Spate-Events', async () => {
+    const batch = Array.from({ length: 200 }, (_, i) => event(`wire-${i % 40}`, `w${i}`));
+    expect((await post(`${h.url}/batch/`, JSON.stringify({ api_key: KEY, batch }))).status).toBe(200);
+    const messages = (await h.messages('events')).filter((m) => m.events.some((e) => e.distinct_id.startsWith('wire-')));
+    const ids = new Set<string>();
+    for (const m of messages) {
+      expect(m.eventCount).toBe(m.events.length);
+      expect(m.msgId).toBeTruthy();
+      ids.add(m.msgId!);
+      for (const e of m.events) {
+        expect(m.subject).toBe(subjectFor('events', 5, shardOf(e.distinct_id, 16)));
+        expect(e.project_id).toBe(5);
+      }
+    }
+    expect(ids.size).toBe(messages.length);
+    expect(messages.flatMap((m) => m.events).filter((e) => e.distinct_id.startsWith('wire-'))).toHaveLength(200);
+    // per distinct_id, request order is kept
+    for (let d = 0; d < 40; d++) {
+      const names = messages.flatMap((m) => m.events).filter((e) => e.distinct_id === `wire-${d}`).map((e) => Number(e.event.slice(1)));
+      expect(names).toEqual([...names].sort((a, b) => a - b));
+    }
+  });
+
+  it('capture - historical_migration goes to HISTORICAL and is never diverted', async () => {
+    const batch = Array.from({ length: 100 }, (_, i) => event('migrated-user', `h${i}`, { timestamp: '2020-01-02T03:04:05Z' }));
+    expect((await post(`${h.url}/batch/`, JSON.stringify({ api_key: KEY, historical_migration: true, batch }))).status).toBe(200);
+    const stored = (await h.events('historical')).filter((e) => e.distinct_id === 'migrated-user');
+    expect(stored.map((e) => e.event)).toEqual(batch.map((e) => e.event));
+    expect((await h.events('overflow')).some((e) => e.distinct_id === 'migrated-user')).toBe(false);
+  });
+
+  it('capture - a hot distinct_id past its burst is diverted to OVERFLOW, others stay on EVENTS', async () => {
+    for (let i = 0; i < 5; i++) {
+      const batch = Array.from({ length: 10 }, (_, j) => event('hot-user', `hot${i * 10 + j}`));
+      batch.push(event(`calm-${i}`));
+      expect((await post(`${h.url}/batch/`, JSON.stringify({ api_key: KEY, batch }))).status).toBe(200);
+    }
+    const overflow = await h.messages('overflow');
+    const hot = overflow.flatMap((m) => m.events).filter((e) => e.distinct_id === 'hot-user');
+    expect(hot.length).toBeGreaterThanOrEqual(20);
+    for (const m of overflow) expect(m.subject).toBe(subjectFor('overflow', 5, shardOf('hot-user', 16)));
+    const realtimeHot = (await h.events('events')).filter((e) => e.distinct_id === 'hot-user');
+    expect(realtimeHot.length + hot.length).toBe(50);
+    expect((await h.events('events')).filter((e) => e.distinct_id.startsWith('calm-'))).toHaveLength(5);
+  });
+
+  it('capture - a key added to the registry is accepted within a second; a removed one refused within a second', async () => {
+    const body = JSON.stringify({ api_key: 'phc_new_project', ...event('n') });
+    expect((await post(`${h.url}/capture/`, body)).status).toBe(401);
+    const added = Date.now();
+    await h.kv.put('phc_new_project', JSON.stringify({ projectId: 77, organizationId: 'o' }));
+    await waitFor('key accepted', async () => (await post(`${h.url}/capture/`, body)).status === 200, 1_000, 20);
+    expect(Date.now() - added).toBeLessThan(1_000);
+    const removed = Date.now();
+    await h.kv.delete('phc_new_project');
+    await waitFor('key refused', async () => (await post(`${h.url}/capture/`, body)).status === 401, 1_000, 20);
+    expect(Date.now() - removed).toBeLessThan(1_000);
+    // A large body (parsed in a thread) sees the same registry.
+    const big = JSON.stringify({ api_key: 'phc_new_project', batch: Array.from({ length: 500 }, (_, i) => event(`b${i}`, 'e', { properties: { pad: 'x'.repeat(100) } })) });
+    expect((await post(`${h.url}/batch/`, big)).status).toBe(401);
+  });
+
+  it('capture - /_health, /_ready and /metrics', async () => {
+    expect((await fetch(`${h.url}/_health`)).status).toBe(200);
+    const ready = await fetch(`${h.url}/_ready`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({ ready: true, checks: { nats: true, streams: true, registry: true } });
+    const metrics = await (await fetch(`${h.url}/metrics`)).text();
+    for (const name of [
+      'spate_ingest_requests_total',
+      'spate_ingest_events_accepted_total',
+      'spate_ingest_events_dropped_total',
+      'spate_ingest_bytes_in_total',
+      'spate_ingest_publish_seconds_bucket',
+      'spate_ingest_parse_queue_depth',
+      'spate_ingest_inflight_bytes',
+    ]) {
+      expect(metrics).toContain(name);
+    }
+    expect(await h.metric('spate_ingest_requests_total', { route: 'batch', status: '200' })).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,49 @@
+// Ingest node configuration, read once from the environment (see README, "Configuration").
+import { availableParallelism } from 'node:os';
+import {
+  configHelp,
+  envBool,
+  envBytes,
+  envDuration,
+  envInt,
+  envNumber,
+  envString,
+  loadConfig,
+  setting,
+  type ConfigOf,
+} from '../lib/index.js';
+
+const cores = availableParallelism();
+
+export const ingestConfigDefinition = {
+  host: setting('CAPTURE_HOST', envString('127.0.0.1'), 'address the capture server listens on (0.0.0.0 for all)'),
+  port: setting('CAPTURE_PORT', envInt(8000, 0), 'capture port (0 = any free port)'),
+  natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated'),
+  shardCount: setting('SHARD_COUNT', envInt(16, 1), 'shards per project; must match every other process of the cluster'),
+  streamReplicas: setting('STREAM_REPLICAS', envInt(1, 1), 'replicas of each JetStream stream (3 on a 3-node cluster)'),
+  duplicateWindow: setting('STREAM_DUPLICATE_WINDOW', envDuration('2m'), 'JetStream de-duplication window for Nats-Msg-Id'),
+  streamMaxAge: setting('STREAM_MAX_AGE', envDuration('7d'), 'how long streams keep messages (0 = forever)'),
+  streamMaxBytes: setting('STREAM_MAX_BYTES', envBytes('-1'), 'size limit of each stream (-1 = limited only by the server); when full, capture answers 503'),
+  maxBodyBytes: setting('MAX_BODY_BYTES', envBytes('20MiB'), 'largest request body on the wire; larger gets 413'),
+  maxDecompressedBytes: setting('MAX_DECOMPRESSED_BYTES', envBytes('100MiB'), 'largest decoded (gunzipped) payload; larger gets 413'),
+  inflightBudgetBytes: setting('INFLIGHT_BUDGET_BYTES', envBytes('256MiB'), 'request bytes held at once (bodies being read, parsed, published); past it new requests get 503'),
+  parseThreads: setting('PARSE_THREADS', envInt(cores, 1), 'worker threads that decode and parse bodies'),
+  inlineParseMaxBytes: setting('INLINE_PARSE_MAX_BYTES', envBytes('16KiB'), 'bodies up to this size are parsed on the event loop (cheaper than a thread hop)'),
+  maxMessageBytes: setting('PUBLISH_MAX_MESSAGE_BYTES', envBytes('1MiB'), 'largest JetStream message (events are packed up to it; capped by the server max_payload)'),
+  maxInflightPerSubject: setting('PUBLISH_MAX_INFLIGHT_PER_SUBJECT', envInt(4, 1), 'unacknowledged messages per subject; while at the limit, new events coalesce into the next message'),
+  ackTimeout: setting('PUBLISH_ACK_TIMEOUT', envDuration('5s'), 'how long to wait for a JetStream PubAck before retrying'),
+  publishAttempts: setting('PUBLISH_ATTEMPTS', envInt(3, 1), 'attempts per message (same Nats-Msg-Id) before the request gets 503'),
+  retryAfterSeconds: setting('RETRY_AFTER_SECONDS', envInt(1, 0), 'Retry-After sent with 503'),
+  spikeEventsPerSecond: setting('SPIKE_EVENTS_PER_SECOND', envNumber(100), 'per (project, distinct_id) sustained realtime rate before events divert to OVERFLOW (0 disables)'),
+  spikeBurst: setting('SPIKE_BURST', envNumber(1000), 'per (project, distinct_id) burst allowance before diverting to OVERFLOW'),
+  trustProxy: setting('TRUST_PROXY', envBool(false), 'take the client IP from X-Forwarded-For (only behind a trusted proxy)'),
+  drainTimeout: setting('SHUTDOWN_DRAIN_TIMEOUT', envDuration('30s'), 'on SIGTERM, how long in-flight requests may take to finish'),
+};
+
+export type IngestConfig = ConfigOf<typeof ingestConfigDefinition>;
+
+export function loadIngestConfig(env: Readonly<Record<string, string | undefined>> = process.env): IngestConfig {
+  return loadConfig(ingestConfigDefinition, env);
+}
+
+export const ingestHelp = () => configHelp('spate ingest node: PostHog-compatible capture into JetStream', ingestConfigDefinition);

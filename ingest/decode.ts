@@ -1,0 +1,143 @@
+// Body decoding as the PostHog SDKs encode it (reference/posthog-capture.md §2): query `data=`
+// or the body; form-urlencoded `data=`; optimistic base64; gzip by hint or magic bytes;
+// lz-string (lz64). Pure: bytes in, JSON text out, or a CaptureError.
+import { gunzipSync } from 'node:zlib';
+import LZString from 'lz-string';
+import { CaptureError } from './errors.js';
+
+export interface DecodeInput {
+  body: Uint8Array;
+  query: URLSearchParams;
+  contentType: string;
+  contentEncoding: string;
+  /** `/e`, `/capture`, `/engage`, `/track`: a result that still looks like base64 is decoded again. */
+  legacyPath: boolean;
+  maxDecompressedBytes: number;
+}
+
+type Compression = 'gzip' | 'lz64' | 'base64' | undefined;
+
+const FORM_TYPE = 'application/x-www-form-urlencoded';
+const SNIFF = 128;
+
+function compressionOf(hint: string | null | undefined): Compression {
+  switch ((hint ?? '').trim().toLowerCase()) {
+    case 'gzip':
+    case 'gzip-js':
+      return 'gzip';
+    case 'lz64':
+    case 'lz-string':
+      return 'lz64';
+    case 'base64':
+    case 'b64':
+      return 'base64';
+    default:
+      return undefined;
+  }
+}
+
+function asciiPrefix(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.length, SNIFF)).toString('latin1');
+}
+
+const FORM_KEYS = ['data=', '_=', 'ip=', 'compression='];
+
+export function looksLikeForm(bytes: Uint8Array): boolean {
+  const head = asciiPrefix(bytes);
+  return FORM_KEYS.some((k) => head.startsWith(k) || head.includes(`&${k}`));
+}
+
+const BASE64_CHARS = /^[A-Za-z0-9+/=]*$/;
+
+export function looksLikeBase64(bytes: Uint8Array): boolean {
+  return bytes.length > 0 && bytes.length % 4 === 0 && BASE64_CHARS.test(asciiPrefix(bytes));
+}
+
+function isGzip(bytes: Uint8Array): boolean {
+  return bytes.length >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b;
+}
+
+function fromBase64(bytes: Uint8Array): Buffer {
+  return Buffer.from(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('latin1'), 'base64');
+}
+
+/** Form fields carry base64 with `+` turned into spaces by URL decoding; turn them back. */
+function formValueBytes(value: string): Buffer {
+  const restored = Buffer.from(value.replace(/ /g, '+'), 'latin1');
+  return looksLikeBase64(restored) ? restored : Buffer.from(value, 'utf8');
+}
+
+function gunzip(bytes: Uint8Array, limit: number): Buffer {
+  try {
+    return gunzipSync(bytes, { maxOutputLength: limit });
+  } catch (err) {
+    if (err instanceof RangeError || (err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
+      throw new CaptureError('payload_too_large', `decompressed payload exceeds ${limit} bytes`, {}, { cause: err });
+    }
+    throw new CaptureError('invalid_payload', 'failed to decode request: invalid gzip data', {}, { cause: err });
+  }
+}
+
+/** True when the body needs real work to decode (decompression), so it must not run on the event loop. */
+export function needsDecompression(body: Uint8Array, rawQuery: string, contentEncoding: string): boolean {
+  if (isGzip(body)) return true;
+  const queryHint = rawQuery.includes('compression=') ? new URLSearchParams(rawQuery).get('compression') : null;
+  const hint = compressionOf(queryHint) ?? compressionOf(contentEncoding);
+  return hint === 'gzip' || hint === 'lz64';
+}
+
+/** Turns a capture request into the JSON text it carries. */
+export function decodePayload(input: DecodeInput): string {
+  const { query } = input;
+  let payload: Uint8Array;
+  let formCompression: string | null = null;
+  let decodedBase64 = false;
+
+  const queryData = query.get('data');
+  if (queryData) {
+    payload = formValueBytes(queryData);
+  } else {
+    payload = input.body;
+    if (payload.length === 0) throw new CaptureError('no_data');
+    const mediaType = input.contentType.split(';')[0]!.trim().toLowerCase();
+    // `curl -d '{…}'` labels JSON as a form: a form-typed body without form fields is read as
+    // the payload itself (PostHog answers 400 here; no SDK relies on that).
+    if (mediaType === FORM_TYPE && looksLikeForm(payload)) {
+      const form = new URLSearchParams(Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8'));
+      const data = form.get('data');
+      if (!data) throw new CaptureError('no_data');
+      formCompression = form.get('compression');
+      payload = formValueBytes(data);
+    }
+  }
+
+  const hint = compressionOf(query.get('compression')) ?? compressionOf(formCompression) ?? compressionOf(input.contentEncoding);
+  // lz-string's output is itself base64-like text: only other payloads are decoded optimistically.
+  if (hint !== 'lz64' && !looksLikeForm(payload) && looksLikeBase64(payload)) {
+    payload = fromBase64(payload);
+    decodedBase64 = true;
+  }
+
+  let text: string;
+  if (isGzip(payload)) {
+    text = gunzip(payload, input.maxDecompressedBytes).toString('utf8');
+  } else if (hint === 'lz64') {
+    const raw = Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('latin1');
+    const out = LZString.decompressFromBase64(raw);
+    if (!out) throw new CaptureError('invalid_payload', 'failed to decode request: invalid lz-string data');
+    if (out.length > input.maxDecompressedBytes) {
+      throw new CaptureError('payload_too_large', `decompressed payload exceeds ${input.maxDecompressedBytes} bytes`);
+    }
+    text = out;
+  } else if (hint === 'base64' && !decodedBase64) {
+    text = fromBase64(payload).toString('utf8');
+  } else {
+    text = Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8');
+  }
+
+  if (input.legacyPath && text.length > 0 && text.length % 4 === 0 && BASE64_CHARS.test(text.slice(0, SNIFF))) {
+    text = Buffer.from(text, 'base64').toString('utf8');
+  }
+  if (text.length === 0) throw new CaptureError('no_data');
+  return text;
+}

@@ -1,0 +1,29 @@
+// Every answer the capture endpoints give other than success. Codes are stable: clients
+// and dashboards key on them. README, "Capture error codes", documents each (a test checks).
+import { ApiError, defineErrors, errorMapper } from '../lib/index.js';
+
+export const captureErrors = defineErrors({
+  no_data: { status: 400, type: 'validation_error', detail: 'request missing data payload' },
+  invalid_payload: { status: 400, type: 'validation_error', detail: 'failed to decode request' },
+  invalid_json: { status: 400, type: 'validation_error', detail: 'failed to parse request: body is not valid JSON' },
+  invalid_event: { status: 400, type: 'validation_error', detail: 'an event is not a JSON object' },
+  empty_batch: { status: 400, type: 'validation_error', detail: 'request holds no event' },
+  missing_api_key: { status: 401, type: 'authentication_error', detail: 'event submitted without an api_key' },
+  invalid_api_key: { status: 401, type: 'authentication_error', detail: 'API key is not valid' },
+  unknown_api_key: { status: 401, type: 'authentication_error', detail: 'Project API key invalid. You can find your project API key in your project settings.' },
+  inconsistent_api_key: { status: 401, type: 'authentication_error', detail: 'batch submitted with inconsistent api_key values' },
+  not_found: { status: 404, type: 'invalid_request', detail: 'Endpoint not found.' },
+  method_not_allowed: { status: 405, type: 'invalid_request', detail: 'Method not allowed.' },
+  payload_too_large: { status: 413, type: 'invalid_request', detail: 'maximum request size exceeded' },
+  event_too_large: { status: 413, type: 'invalid_request', detail: 'maximum event size exceeded' },
+  overloaded: { status: 503, type: 'server_error', detail: 'ingest node is at capacity, please retry' },
+  unavailable: { status: 503, type: 'server_error', detail: 'transient error, please retry' },
+});
+
+export type CaptureErrorCode = keyof typeof captureErrors;
+
+export class CaptureError extends ApiError<CaptureErrorCode> {
+  override name = 'CaptureError';
+}
+
+export const captureErrorResponse = errorMapper(captureErrors);

@@ -1,0 +1,89 @@
+// Where a body is parsed: small plain bodies inline (a thread hop costs more than the parse),
+// everything else — large or compressed — in a piscina pool, so the event loop never parses a
+// large body (ARCHITECTURE.md, invariant 5).
+import { randomUUID } from 'node:crypto';
+import { BroadcastChannel } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import { runtimeModule } from '../lib/index.js';
+import { needsDecompression } from './decode.js';
+import { CaptureError } from './errors.js';
+import type { IngestMetrics } from './metrics.js';
+import { parseCaptureRequest, type ParsedRequest, type ParseLimits, type RequestMeta } from './parse-request.js';
+import type { ParseTask, ParseTaskResult } from './parse-task.js';
+import type { ReplicaMessage } from './registry-replica.js';
+import type { TokenRegistry } from './token-registry.js';
+
+export interface ParsePoolOptions {
+  threads: number;
+  inlineMaxBytes: number;
+  limits: ParseLimits;
+}
+
+export class ParsePool {
+  private readonly pool: Piscina<ParseTask, ParseTaskResult>;
+  private readonly channel: BroadcastChannel;
+  private broadcastScheduled = false;
+
+  constructor(
+    private readonly options: ParsePoolOptions,
+    private readonly registry: TokenRegistry,
+    private readonly metrics: IngestMetrics,
+  ) {
+    const channelName = `spate-registry-${randomUUID()}`;
+    this.channel = new BroadcastChannel(channelName);
+    this.channel.onmessage = (event) => {
+      if ((event as { data: ReplicaMessage }).data.type === 'hello') this.scheduleBroadcast();
+    };
+    registry.onChange(() => this.scheduleBroadcast());
+    const entry = runtimeModule(import.meta.url, './parse-thread');
+    this.pool = new Piscina({
+      filename: entry.path,
+      execArgv: entry.execArgv,
+      minThreads: options.threads,
+      maxThreads: options.threads,
+      idleTimeout: Number.POSITIVE_INFINITY,
+      workerData: { registryChannel: channelName },
+    });
+  }
+
+  get queueDepth(): number {
+    return this.pool.queueSize;
+  }
+
+  async parse(body: Uint8Array, meta: RequestMeta): Promise<ParsedRequest> {
+    if (body.length <= this.options.inlineMaxBytes && !needsDecompression(body, meta.query, meta.contentEncoding)) {
+      return parseCaptureRequest(body, meta, this.options.limits, this.registry.lookup, { transferable: false });
+    }
+    const dedicated = body.byteOffset === 0 && body.buffer.byteLength === body.length ? body : Uint8Array.from(body);
+    const task: ParseTask = {
+      body: dedicated.buffer as ArrayBuffer,
+      byteOffset: 0,
+      byteLength: dedicated.length,
+      meta,
+      limits: this.options.limits,
+      registryVersion: this.registry.currentVersion,
+    };
+    this.metrics.poolQueueDepth.set(this.pool.queueSize + 1);
+    try {
+      const result = await this.pool.run(task, { transferList: [task.body] });
+      if (!result.ok) throw new CaptureError(result.code, result.detail, { attr: result.attr });
+      return result.parsed;
+    } finally {
+      this.metrics.poolQueueDepth.set(this.pool.queueSize);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.channel.close();
+    await this.pool.destroy();
+  }
+
+  private scheduleBroadcast(): void {
+    if (this.broadcastScheduled) return;
+    this.broadcastScheduled = true;
+    setImmediate(() => {
+      this.broadcastScheduled = false;
+      this.channel.postMessage({ type: 'snapshot', snapshot: this.registry.snapshot() } satisfies ReplicaMessage);
+    });
+  }
+}

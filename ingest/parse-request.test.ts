@@ -1,0 +1,117 @@
+import { describe, expect, it } from 'vitest';
+import { parseNdjson, shardOf, type CapturedEvent } from '../lib/index.js';
+import { CaptureError } from './errors.js';
+import { parseCaptureRequest, SEGMENT_FIELDS, type ParsedRequest, type ParseLimits, type RequestMeta } from './parse-request.js';
+
+const meta = (extra: Partial<RequestMeta> = {}): RequestMeta => ({
+  route: 'batch',
+  query: '',
+  contentType: 'application/json',
+  contentEncoding: '',
+  ip: '127.0.0.1',
+  nowMs: Date.parse('2026-11-22T10:00:00Z'),
+  ...extra,
+});
+const limits: ParseLimits = { maxDecompressedBytes: 10 * 1024 * 1024, maxMessageBytes: 64 * 1024, shardCount: 16 };
+const lookup = (token: string) => (token === 'phc_k' ? { projectId: 3, organizationId: 'o' } : undefined);
+
+function parse(body: unknown, m: Partial<RequestMeta> = {}, l: ParseLimits = limits): ParsedRequest {
+  return parseCaptureRequest(Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)), meta(m), l, lookup);
+}
+
+function segmentsOf(p: ParsedRequest) {
+  const out: { shard: number; count: number; events: CapturedEvent[]; distinctId?: string }[] = [];
+  for (let i = 0; i < p.segments.length / SEGMENT_FIELDS; i++) {
+    const [shard, count, start, end] = p.segments.subarray(i * SEGMENT_FIELDS, (i + 1) * SEGMENT_FIELDS);
+    out.push({ shard: shard!, count: count!, events: parseNdjson(p.data.subarray(start, end)), distinctId: p.segmentDistinctIds?.[i] });
+  }
+  return out;
+}
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof CaptureError) return err.code;
+    throw err;
+  }
+  return undefined;
+}
+
+describe('parse request', () => {
+  it('parse - accepts one event, an array, and a batch object', () => {
+    expect(parse({ api_key: 'phc_k', event: 'e', distinct_id: 'a' }, { route: 'capture' }).accepted).toBe(1);
+    expect(parse([{ api_key: 'phc_k', event: 'e', distinct_id: 'a' }, { event: 'f', distinct_id: 'b' }]).accepted).toBe(2);
+    const batch = parse({ api_key: 'phc_k', batch: [{ event: 'e', distinct_id: 'a' }], historical_migration: true });
+    expect(batch).toMatchObject({ accepted: 1, historical: true, projectId: 3, token: 'phc_k' });
+    expect(batch.segmentDistinctIds).toBeNull();
+  });
+
+  it('parse - every event carries its shard, and per distinct_id order is the request order', () => {
+    const batch = Array.from({ length: 300 }, (_, i) => ({ event: `e${i}`, distinct_id: `user-${i % 7}` }));
+    const parsed = parse({ api_key: 'phc_k', batch });
+    const segments = segmentsOf(parsed);
+    const shards = segments.map((s) => s.shard);
+    expect(shards).toEqual([...shards].sort((a, b) => a - b));
+    for (const s of segments) {
+      for (const e of s.events) {
+        expect(shardOf(e.distinct_id, 16)).toBe(s.shard);
+        expect(e.distinct_id).toBe(s.distinctId);
+      }
+      expect(s.events.length).toBe(s.count);
+    }
+    for (let d = 0; d < 7; d++) {
+      const names = segments.flatMap((s) => s.events).filter((e) => e.distinct_id === `user-${d}`).map((e) => Number(e.event.slice(1)));
+      expect(names).toEqual([...names].sort((a, b) => a - b));
+      expect(names.length).toBeGreaterThan(40);
+    }
+  });
+
+  it('parse - segments never exceed the message size and split at line boundaries', () => {
+    const big = 'x'.repeat(1000);
+    const batch = Array.from({ length: 200 }, (_, i) => ({ event: 'e', distinct_id: 'same', properties: { i, big } }));
+    const parsed = parse({ api_key: 'phc_k', batch, historical_migration: true }, {}, { ...limits, maxMessageBytes: 16 * 1024 });
+    const segments = segmentsOf(parsed);
+    expect(segments.length).toBeGreaterThan(10);
+    for (let i = 0; i < parsed.segments.length; i += SEGMENT_FIELDS) {
+      expect(parsed.segments[i + 3]! - parsed.segments[i + 2]!).toBeLessThanOrEqual(16 * 1024);
+    }
+    expect(segments.flatMap((s) => s.events).map((e) => e.properties.i)).toEqual(batch.map((e) => e.properties.i));
+  });
+
+  it('parse - one event larger than a message is event_too_large', () => {
+    const batch = [{ event: 'e', distinct_id: 'a', properties: { big: 'x'.repeat(70 * 1024) } }];
+    expect(codeOf(() => parse({ api_key: 'phc_k', batch }))).toBe('event_too_large');
+  });
+
+  it('parse - drops are counted by reason and the rest is kept', () => {
+    const parsed = parse({ api_key: 'phc_k', batch: [{ event: 'e', distinct_id: 'a' }, { distinct_id: 'b' }, { event: 'e' }, { event: 'e', distinct_id: '' }] });
+    expect(parsed.accepted).toBe(1);
+    expect(parsed.dropped).toEqual({ missing_event_name: 1, missing_distinct_id: 1, empty_distinct_id: 1 });
+  });
+
+  it('parse - /engage events without a name become $identify', () => {
+    const parsed = parse({ api_key: 'phc_k', distinct_id: 'a', $set: { x: 1 } }, { route: 'engage' });
+    expect(segmentsOf(parsed)[0]!.events[0]).toMatchObject({ event: '$identify', $set: { x: 1 } });
+  });
+
+  it('parse - sent_at from the body, else ?_= in milliseconds (ignored when it looks like seconds)', () => {
+    const body = { api_key: 'phc_k', batch: [{ event: 'e', distinct_id: 'a' }], sent_at: '2026-11-22T09:59:00.000Z' };
+    expect(segmentsOf(parse(body))[0]!.events[0]!.sent_at).toBe('2026-11-22T09:59:00.000Z');
+    const single = { api_key: 'phc_k', event: 'e', distinct_id: 'a' };
+    expect(segmentsOf(parse(single, { query: '_=1795300000000' }))[0]!.events[0]!.sent_at).toBe(new Date(1795300000000).toISOString());
+    expect(segmentsOf(parse(single, { query: '_=1795300000' }))[0]!.events[0]!.sent_at).toBeUndefined();
+  });
+
+  it('parse - malformed requests get their codes', () => {
+    expect(codeOf(() => parse('{not json'))).toBe('invalid_json');
+    expect(codeOf(() => parse('"a string"'))).toBe('invalid_payload');
+    expect(codeOf(() => parse({ api_key: 'phc_k', batch: 'x' }))).toBe('invalid_payload');
+    expect(codeOf(() => parse({ api_key: 'phc_k', batch: [] }))).toBe('empty_batch');
+    expect(codeOf(() => parse([]))).toBe('empty_batch');
+    expect(codeOf(() => parse({ api_key: 'phc_k', batch: [1] }))).toBe('invalid_event');
+    expect(codeOf(() => parse({ api_key: 'phc_k', batch: [{ event: 'e', distinct_id: 'a', properties: 'x' }] }))).toBe('invalid_event');
+    expect(codeOf(() => parse({ batch: [{ event: 'e', distinct_id: 'a' }] }))).toBe('missing_api_key');
+    expect(codeOf(() => parse({ api_key: 'phc_unknown', batch: [{ event: 'e', distinct_id: 'a' }] }))).toBe('unknown_api_key');
+  });
+});

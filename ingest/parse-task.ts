@@ -1,0 +1,16 @@
+// The message shapes shared by the event loop and the parse threads (nothing else is shared).
+import type { CaptureErrorCode } from './errors.js';
+import type { ParsedRequest, ParseLimits, RequestMeta } from './parse-request.js';
+
+export interface ParseTask {
+  body: ArrayBuffer;
+  byteOffset: number;
+  byteLength: number;
+  meta: RequestMeta;
+  limits: ParseLimits;
+  registryVersion: number;
+}
+
+export type ParseTaskResult =
+  | { ok: true; parsed: ParsedRequest }
+  | { ok: false; code: CaptureErrorCode; detail: string; attr: string | null };

@@ -1,0 +1,30 @@
+// A piscina thread: decodes and parses one request body. The body arrives as a transferred
+// ArrayBuffer; the result goes back as transferred buffers, never as cloned event objects.
+import { move, transferableSymbol, valueSymbol, workerData } from 'piscina';
+import { CaptureError } from './errors.js';
+import { parseCaptureRequest } from './parse-request.js';
+import type { ParseTask, ParseTaskResult } from './parse-task.js';
+import { RegistryReplica } from './registry-replica.js';
+
+const replica = new RegistryReplica((workerData as { registryChannel: string }).registryChannel);
+
+export default async function parseInThread(task: ParseTask): Promise<ParseTaskResult> {
+  await replica.atLeast(task.registryVersion);
+  try {
+    const body = new Uint8Array(task.body, task.byteOffset, task.byteLength);
+    const parsed = parseCaptureRequest(body, task.meta, task.limits, replica.lookup);
+    const result: ParseTaskResult = { ok: true, parsed };
+    return move({
+      get [transferableSymbol]() {
+        return [parsed.data.buffer, parsed.segments.buffer];
+      },
+      get [valueSymbol]() {
+        return result;
+      },
+    }) as unknown as ParseTaskResult;
+  } catch (err) {
+    // Errors lose their class crossing threads: send the code, rebuild the CaptureError there.
+    if (err instanceof CaptureError) return { ok: false, code: err.code, detail: err.message, attr: err.attr };
+    throw err;
+  }
+}
