@@ -109,6 +109,14 @@ describe('domains', () => {
     expect(saml.body).toMatchObject({ has_saml: true, domain: 'unverified.example.com', saml_entity_id: 'https://idp/entity' });
   });
 
+  it('domains - SAML fields keep SQL metacharacters and Unicode verbatim', async () => {
+    const d = await addDomain('verbatim.example.com');
+    const cert = "-----BEGIN CERTIFICATE-----\nMIIC'; DROP TABLE organization_domains;--\nÜñî 🔐\n-----END CERTIFICATE-----";
+    const res = await f.api('PATCH', `${base()}${d.id}/`, { key: owner.key, body: { saml_x509_cert: cert, saml_entity_id: 'urn:ëntity:%_' } });
+    expect(res.body).toMatchObject({ saml_x509_cert: cert, saml_entity_id: 'urn:ëntity:%_' });
+    expect((await f.api('GET', `${base()}${d.id}/`, { key: owner.key })).body.saml_x509_cert).toBe(cert);
+  });
+
   it('domains - verify: no record leaves it unverified (200, empty body)', async () => {
     const d = await addDomain('norecord.example.com');
     const res = await f.api('POST', `${base()}${d.id}/verify/`, { key: owner.key });

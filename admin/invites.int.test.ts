@@ -35,6 +35,15 @@ describe('invites', () => {
     expect(inv.created_by).toMatchObject({ uuid: owner.uuid, email: owner.email, id: owner.id });
   });
 
+  it('invites - first_name and message keep SQL metacharacters and Unicode verbatim', async () => {
+    const message = "Bienvenue ✨ O'Reilly\n\"; DROP TABLE organization_invites; --\t%_\\";
+    const inv = await invite({ target_email: 'verbatim@example.com', first_name: 'Zoë 李', message });
+    expect(inv.first_name).toBe('Zoë 李');
+    expect(inv.message).toBe(message);
+    const listed = (await f.api('GET', base(), { key: owner.key })).body.results.find((i: { id: string }) => i.id === inv.id);
+    expect(listed.message).toBe(message);
+  });
+
   it('invites - list is newest first, paginated, and includes expired ones flagged is_expired', async () => {
     const org = (await f.api('POST', '/api/organizations/', { key: owner.key, body: { name: 'Invite list' } })).body.id as string;
     const a = await invite({ target_email: 'a@list.example' }, owner.key, org);

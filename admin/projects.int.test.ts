@@ -144,6 +144,14 @@ describe('projects', () => {
     await f.db.query('delete from organization_memberships where user_id = $1', [member.id]);
   });
 
+  it('projects - names with SQL metacharacters and Unicode come back verbatim', async () => {
+    const name = "Ünïcödé 🚀 '; DELETE FROM projects; -- \\ %_ \"x\"";
+    const created = await f.api('POST', `/api/organizations/${owner.organizationId}/projects/`, { key: owner.key, body: { name } });
+    expect(created.body.name).toBe(name);
+    expect((await f.api('GET', `/api/projects/${created.body.id}/`, { key: owner.key })).body.name).toBe(name);
+    expect((await f.db.query('select count(*)::int as n from projects')).rows[0].n).toBeGreaterThan(1);
+  });
+
   it('projects - invalid bodies and wrong methods', async () => {
     const create = await f.api('POST', `/api/organizations/${owner.organizationId}/projects/`, { key: owner.key, body: { name: '' } });
     expect(create.body).toEqual({ type: 'validation_error', code: 'validation_error', detail: 'This field may not be blank.', attr: 'name' });
