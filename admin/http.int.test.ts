@@ -108,6 +108,14 @@ describe('admin http', () => {
     }
   });
 
+  it('routes - an absurdly long id is 404 not_found, not a server error', async () => {
+    for (const path of [`/api/organizations/${'a'.repeat(500)}/`, `/api/organizations/${owner.organizationId}/members/${'b'.repeat(300)}/`]) {
+      const res = await f.api('GET', path, { key: owner.key });
+      expect(res.status).toBe(404);
+      expect(res.body).toEqual({ type: 'invalid_request', code: 'not_found', detail: 'Not found.', attr: null });
+    }
+  });
+
   it('routes - the trailing slash is optional', async () => {
     expect((await f.api('GET', '/api/organizations', { key: owner.key })).status).toBe(200);
     expect((await f.api('GET', `/api/organizations/${owner.organizationId}`, { key: owner.key })).status).toBe(200);
@@ -161,6 +169,27 @@ describe('admin http', () => {
       await second.stop();
     }
   });
+
+  it('http - odd client input never yields a server error', async () => {
+    const fuzzer = await f.newUser('fuzzer@http.example');
+    const org = `/api/organizations/${fuzzer.organizationId}`;
+    const paths = ['/api/organizations/', `${org}/`, `${org}/domains/`, `${org}/invites/bulk/`, `${org}/members/@me/`, '/api/projects/0/', '/api/projects/-1/', `${org}/domains/%00/`, '/api/organizations/@current/invites/'];
+    const bodies = ['', '{}', '[]', 'null', '1', '"x"', '{"name":{"$gt":""}}', '{"level":1e400}', '{"target_email":["a@b.co"]}', '{"domain":"' + 'x'.repeat(5000) + '"}', '\u0000', '{"__proto__":{"admin":true},"name":"p"}'];
+    const types = ['application/json', 'application/json; charset=latin1', 'application/JSON', 'text/plain', 'application/json;;'];
+    for (const path of paths) {
+      for (const method of ['GET', 'POST', 'PATCH', 'DELETE', 'PUT']) {
+        // Keep the organization (and so every deeper path) alive for the whole sweep.
+        if (method === 'DELETE' && path === `${org}/`) continue;
+        for (const body of method === 'GET' ? [''] : bodies) {
+          for (const type of body === '' ? ['application/json'] : types) {
+            const res = await f.api(method, path, { key: fuzzer.key, rawBody: body || undefined, headers: body ? { 'content-type': type } : {} });
+            expect(res.status, `${method} ${path} ${type} ${body.slice(0, 40)}`).toBeLessThan(500);
+            expect(res.status === 204 || res.body === undefined || typeof res.body === 'object', `${method} ${path}`).toBe(true);
+          }
+        }
+      }
+    }
+  }, 120_000);
 
   it('ops - /_health and /metrics answer without a key', async () => {
     expect((await f.api('GET', '/_health')).body).toEqual({ status: 'ok' });

@@ -30,6 +30,9 @@ function translateFrameworkError(err: FastifyError, request: FastifyRequest): Ap
       return apiError('parse_error', 'Request body size did not match Content-Length.');
     case 'FST_ERR_BAD_URL':
       return apiError('not_found', 'Endpoint not found.');
+    // An id longer than any real one names nothing.
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return apiError('not_found');
     default:
       throw err;
   }

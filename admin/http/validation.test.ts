@@ -35,6 +35,7 @@ describe('validation', () => {
       attr: null,
     });
     expect(failure(organizationCreate, 'x')).toMatchObject({ detail: 'Invalid data. Expected a dictionary, but got str.', attr: null });
+    expect(failure(organizationCreate, null)).toMatchObject({ detail: 'Invalid data. Expected a dictionary, but got NoneType.', attr: null });
   });
 
   it('validation - nested paths are joined with __', () => {

@@ -27,6 +27,7 @@ export function issueMessage(issue: RawIssue): string | undefined {
   switch (issue.code) {
     case 'invalid_type':
       if (input === undefined) return 'This field is required.';
+      if (issue.expected === 'object') return `Invalid data. Expected a dictionary, but got ${pythonTypeName(input)}.`;
       if (input === null) return 'This field may not be null.';
       switch (issue.expected) {
         case 'string':
@@ -38,8 +39,6 @@ export function issueMessage(issue: RawIssue): string | undefined {
           return 'A valid integer is required.';
         case 'array':
           return `Expected a list of items but got type "${pythonTypeName(input)}".`;
-        case 'object':
-          return `Invalid data. Expected a dictionary, but got ${pythonTypeName(input)}.`;
         default:
           return undefined;
       }
