@@ -9,6 +9,7 @@
 //    timer, which also removes keys that are no longer projects.
 // Every sync reads the current row before writing, and syncs run one at a time, so the last
 // write always reflects the latest committed state this process could see.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Kvm, type KV } from '@nats-io/kv';
 import pg from 'pg';
 import { PROJECTS_BUCKET, type Logger, type NatsConnection, type ProjectRecord } from '../lib/index.js';
@@ -17,6 +18,8 @@ import type { Pool } from './db/pool.js';
 export const PROJECTS_CHANNEL = 'spate_projects';
 
 const RETRY_MS = 2_000;
+/** How long a request waits for its KV update before answering anyway (NATS down: it retries). */
+const REQUEST_WAIT_MS = 2_000;
 
 export interface ReconcileResult {
   put: number;
@@ -45,10 +48,23 @@ export class ProjectsKv {
     return new ProjectsKv(kv, pool, log);
   }
 
-  /** Makes the bucket agree with PostgreSQL for these keys. Never throws: failures are logged and retried. */
-  async sync(tokens: readonly string[]): Promise<void> {
+  /**
+   * Makes the bucket agree with PostgreSQL for these keys. Never throws: failures are logged and
+   * retried. Waits at most `maxWaitMs`: with NATS unreachable the request that changed a project
+   * still answers (PostgreSQL has the change; the bucket follows once NATS is back).
+   */
+  async sync(tokens: readonly string[], maxWaitMs = REQUEST_WAIT_MS): Promise<void> {
     if (tokens.length === 0) return;
-    await this.enqueue('sync', () => this.syncNow(tokens));
+    const done = this.enqueue('sync', () => this.syncNow(tokens));
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        this.log.warn({ tokens: tokens.length }, 'spate-projects KV update is slow (NATS unreachable?); answering without waiting');
+        resolve();
+      }, maxWaitMs);
+    });
+    await Promise.race([done, waited]);
+    clearTimeout(timer);
   }
 
   /** Like sync, but throws when the bucket could not be updated. */
@@ -76,7 +92,9 @@ export class ProjectsKv {
     const listener = this.listener;
     this.listener = undefined;
     await listener?.end().catch(() => undefined);
-    await this.chain.catch(() => undefined);
+    // Let a sync in progress finish, but do not hang on an unreachable NATS: the next start
+    // reconciles anyway.
+    await Promise.race([this.chain.catch(() => undefined), sleep(5_000, undefined, { ref: false })]);
   }
 
   // --- internals ----------------------------------------------------------------------------

@@ -106,6 +106,25 @@ describe('projects', () => {
     await expectKvWithinASecond('phc_fromsql2', undefined);
   });
 
+  it('projects - with NATS down, changes still answer at once and reach the bucket once NATS is back', async () => {
+    await using iso = await startAdminFixture();
+    const u = await iso.newUser('outage@projects.example');
+    await iso.nats.kill();
+    const started = Date.now();
+    const created = await iso.api('POST', `/api/organizations/${u.organizationId}/projects/`, { key: u.key, body: { name: 'During outage' } });
+    expect(created.status).toBe(201);
+    expect(Date.now() - started).toBeLessThan(4_000);
+    const deleted = await iso.api('DELETE', `/api/projects/${u.projectId}/`, { key: u.key });
+    expect(deleted.status).toBe(204);
+    await iso.nats.restart();
+    const kv = await iso.kv();
+    await waitFor('bucket caught up after the outage', async () => {
+      const added = await kv.get(created.body.api_token);
+      const removed = await kv.get(u.projectApiKey);
+      return added?.operation === 'PUT' && (!removed || removed.operation !== 'PUT');
+    }, 20_000, 100);
+  }, 60_000);
+
   it('projects - at start the bucket is fully reconciled: stale keys removed, missing keys restored', async () => {
     const kv = await f.kv();
     await kv.put('phc_stale', JSON.stringify({ projectId: 424242, organizationId: owner.organizationId }));
