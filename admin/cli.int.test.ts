@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -153,6 +153,16 @@ describe('spate admin CLI', () => {
     expect(result).toMatchObject({ userEmail: 'admin@spate.local' });
     expect((await f.api('GET', `/api/projects/${result.projectId}/`, { key: result.personalApiKey })).status).toBe(200);
     expect(JSON.parse((await cli(['bootstrap'], { SPATE_DATA_DIR: dir })).out)).toEqual(result);
+    // cluster.json now names the bootstrap organization, project and key; the rest is kept.
+    expect(JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8'))).toEqual({
+      captureUrl: 'http://127.0.0.1:1',
+      natsUrl: f.nats.url,
+      databaseUrl: f.databaseUrl,
+      organizationId: result.organizationId,
+      projectId: result.projectId,
+      projectApiKey: result.projectApiKey,
+      personalApiKey: result.personalApiKey,
+    });
   });
 
   it('cli - `spate admin bootstrap` (real process) prints only the JSON result, also on a fresh database', async () => {

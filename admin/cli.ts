@@ -4,7 +4,7 @@
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { z } from 'zod';
-import { clusterFilePath, createLogger, dataDir, isUuid, readClusterFile } from '../lib/index.js';
+import { clusterFilePath, createLogger, dataDir, isUuid, readClusterFile, writeClusterFile } from '../lib/index.js';
 import { parseScopes } from './auth/scopes.js';
 import { bootstrapCluster } from './bootstrap.js';
 import { adminConfigHelp } from './config.js';
@@ -18,7 +18,8 @@ import { ensureUser, findUserByEmail } from './store/users.js';
 export const ADMIN_USAGE = `usage:
   spate admin bootstrap [--email E]
       first-run set-up: a user, an organization, a project and a personal API key with scope '*'
-      (idempotent; prints them as JSON)
+      (idempotent; prints them as JSON and records them in $SPATE_DATA_DIR/cluster.json if the
+      file exists and names this database)
   spate admin user --email E [--organization ORG_ID --level 1|8|15]
       creates the user if missing and adds or updates that membership (level 1 member, 8 admin,
       15 owner; default 1); prints the user's uuid as the last line
@@ -164,14 +165,37 @@ async function keyCommand(args: string[], io: CliIo): Promise<void> {
 async function bootstrapCommand(args: string[], io: CliIo): Promise<void> {
   const { values } = parseArgs({ args, options: { email: { type: 'string' } }, strict: true });
   const email = values.email === undefined ? undefined : requireEmail(values.email);
+  const databaseUrl = databaseUrlFrom(io.env);
+  const dir = dataDir(io.env);
   const result = await bootstrapCluster({
-    databaseUrl: databaseUrlFrom(io.env),
-    dataDir: dataDir(io.env),
+    databaseUrl,
+    dataDir: dir,
     natsUrl: natsUrlFrom(io.env),
     email,
     // stdout carries the result only (JSON for scripts); failures surface as thrown errors.
     logger: createLogger('spate-admin', 'silent'),
   });
+  // A running cluster's cluster.json learns the admin facts too (when it describes this database).
+  const path = clusterFilePath(dir);
+  let cluster: ReturnType<typeof readClusterFile> | undefined;
+  try {
+    cluster = readClusterFile(path);
+  } catch {
+    cluster = undefined;
+  }
+  if (cluster && (cluster.databaseUrl === undefined || cluster.databaseUrl === databaseUrl)) {
+    writeClusterFile(
+      {
+        ...cluster,
+        databaseUrl,
+        organizationId: result.organizationId,
+        projectId: result.projectId,
+        projectApiKey: result.projectApiKey,
+        personalApiKey: result.personalApiKey,
+      },
+      path,
+    );
+  }
   io.out(JSON.stringify(result, null, 2));
 }
 

@@ -48,7 +48,11 @@ function sendError(err: unknown, request: FastifyRequest, reply: FastifyReply): 
     }
   }
   const { status, headers, body } = toErrorResponse(mapped);
-  if (status >= 500 && !(mapped instanceof ApiError)) request.log.error({ err }, 'request failed');
+  if (status >= 500) {
+    // A declared 5xx (DNS unavailable) is an outside outage; anything else is our bug.
+    if (body.code === 'error') request.log.error({ err }, 'request failed');
+    else request.log.warn({ code: body.code, detail: body.detail }, 'request failed');
+  }
   void reply.code(status).headers(headers).send(body);
 }
 
