@@ -2,14 +2,16 @@
 // `spate` — the package's command line (ARCHITECTURE.md, "CLI"). Each command lives with the
 // code it drives and is loaded only when asked for.
 const USAGE = `usage:
-  spate admin bootstrap
+  spate admin bootstrap [--email E]
   spate admin user --email E [--organization ORG_ID --level 1|8|15]
   spate admin key --email E --scopes SCOPE[,SCOPE…]|'*' [--organizations ORG_ID[,…]]
   spate import FILE… [--url CAPTURE_URL] [--key PROJECT_API_KEY]`;
 
 type Command = (args: string[]) => Promise<number>;
 
-const commands: Record<string, () => Promise<Command>> = {};
+const commands: Record<string, () => Promise<Command>> = {
+  admin: async () => (await import('../admin/index.js')).runAdminCli,
+};
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...args] = argv;

@@ -1,0 +1,73 @@
+// The admin server's configuration: one zod definition, read from the environment once
+// (lib loadConfig reports every problem at once and freezes the result).
+import { z } from 'zod';
+import { configHelp, envBool, envBytes, envDuration, envInt, envString, loadConfig, setting, type ConfigOf } from '../lib/index.js';
+
+const optionalUrl = (protocols: readonly string[]) =>
+  z
+    .string()
+    .default('')
+    .refine((v) => v === '' || protocols.some((p) => v.startsWith(`${p}://`)), {
+      message: `expected a ${protocols.join(' or ')} URL, or empty`,
+    });
+
+// "host" or "host:port" or "[v6]:port", as node:dns Resolver.setServers takes them.
+const resolverList = z
+  .string()
+  .default('')
+  .transform((v) => v.split(',').map((s) => s.trim()).filter((s) => s !== ''))
+  .refine((list) => list.every((s) => /^(\[[0-9a-fA-F:.]+\]|[0-9a-fA-F:.]+)(:\d{1,5})?$/.test(s)), {
+    message: 'expected comma-separated IP addresses, each optionally with :port (IPv6 with a port as [addr]:port)',
+  });
+
+export const adminConfigDefinition = {
+  databaseUrl: setting(
+    'DATABASE_URL',
+    z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL'),
+    'PostgreSQL connection URL of the admin database (migrations are applied at start).',
+  ),
+  databasePoolSize: setting('DATABASE_POOL_SIZE', envInt(10, 1), 'Maximum PostgreSQL connections of the request pool.'),
+  natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated; the admin server writes the spate-projects KV bucket there.'),
+  projectsKvReplicas: setting('PROJECTS_KV_REPLICAS', envInt(1, 1), 'Replicas of the spate-projects KV bucket when the admin server creates it (3 on a 3-node JetStream cluster).'),
+  projectsReconcileInterval: setting(
+    'PROJECTS_RECONCILE_INTERVAL',
+    envDuration('60s'),
+    'How often the spate-projects KV bucket is fully reconciled with PostgreSQL (besides at start and on every change).',
+  ),
+  host: setting('ADMIN_HOST', envString('127.0.0.1'), 'Address the admin HTTP server listens on.'),
+  port: setting('ADMIN_PORT', envInt(8010, 0), 'Port the admin HTTP server listens on (0 picks a free one).'),
+  trustProxy: setting(
+    'ADMIN_TRUST_PROXY',
+    envBool(false),
+    'Trust X-Forwarded-Proto/Host from a reverse proxy when building absolute pagination URLs.',
+  ),
+  bodyLimit: setting('ADMIN_BODY_LIMIT', envBytes('1MiB'), 'Largest request body accepted (larger answers 413).'),
+  dnsResolver: setting(
+    'DNS_RESOLVER',
+    resolverList,
+    'DNS server(s) used to verify domains, e.g. 127.0.0.1:5353 or 1.1.1.1,8.8.8.8; empty uses the system resolvers.',
+  ),
+  dnsTimeout: setting('DNS_TIMEOUT', envDuration('5s'), 'Timeout of one DNS query during domain verification.'),
+  inviteValidity: setting('INVITE_VALIDITY', envDuration('3d'), 'How long an organization invite stays valid (is_expired after that).'),
+  smtpUrl: setting(
+    'SMTP_URL',
+    optionalUrl(['smtp', 'smtps']),
+    'SMTP server for invite emails, e.g. smtp://user:pass@mail.example.com:587; empty sends no emails.',
+  ),
+  smtpFrom: setting('SMTP_FROM', envString('Spate <no-reply@localhost>'), 'Sender address of invite emails.'),
+  logLevel: setting(
+    'LOG_LEVEL',
+    z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    'Log level (pino).',
+  ),
+};
+
+export type AdminConfig = ConfigOf<typeof adminConfigDefinition>;
+
+export function loadAdminConfig(env: Readonly<Record<string, string | undefined>> = process.env): AdminConfig {
+  return loadConfig(adminConfigDefinition, env);
+}
+
+export function adminConfigHelp(): string {
+  return configHelp('spate admin server — the management API (organizations, members, invites, domains, projects)', adminConfigDefinition);
+}

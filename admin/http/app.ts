@@ -1,0 +1,172 @@
+// The HTTP adapter: Fastify does routing, body reading, content-type dispatch, body limits and
+// graceful close; this file wires our route table into it and makes every answer, including
+// the framework's own refusals, use the API's error envelope. Handlers never see Fastify.
+import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
+import { ApiError, Counter, type Registry } from '../../lib/index.js';
+import type { Services } from '../services.js';
+import { apiError, toErrorResponse } from '../errors.js';
+import { authenticate, requireScope } from './authenticate.js';
+import { buildOpenApiDocument } from './openapi.js';
+import { bodyReader, type Route } from './route.js';
+import { validate } from './validation.js';
+
+const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+export interface AppOptions {
+  routes: readonly Route[];
+  services: Services;
+  metrics: Registry;
+  version: string;
+}
+
+/** Fastify's own errors that are the client's doing, as our codes. */
+function translateFrameworkError(err: FastifyError, request: FastifyRequest): ApiError {
+  switch (err.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return apiError('unsupported_media_type', `Unsupported media type "${request.headers['content-type'] ?? ''}" in request.`);
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return apiError('request_too_large');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return apiError('parse_error', 'Request body size did not match Content-Length.');
+    case 'FST_ERR_BAD_URL':
+      return apiError('not_found', 'Endpoint not found.');
+    // An id longer than any real one names nothing.
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return apiError('not_found');
+    default:
+      throw err;
+  }
+}
+
+function sendError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
+  let mapped: unknown = err;
+  if (!(err instanceof ApiError) && typeof err === 'object' && err !== null && 'code' in err && String(err.code).startsWith('FST_')) {
+    try {
+      mapped = translateFrameworkError(err as FastifyError, request);
+    } catch {
+      mapped = err;
+    }
+  }
+  const { status, headers, body } = toErrorResponse(mapped);
+  if (status >= 500) {
+    // A declared 5xx (DNS unavailable) is an outside outage; anything else is our bug.
+    if (body.code === 'error') request.log.error({ err }, 'request failed');
+    else request.log.warn({ code: body.code, detail: body.detail }, 'request failed');
+  }
+  void reply.code(status).headers(headers).send(body);
+}
+
+export function buildApp(options: AppOptions) {
+  const { services } = options;
+  const app = Fastify({
+    loggerInstance: services.log,
+    bodyLimit: services.config.bodyLimit,
+    trustProxy: services.config.trustProxy,
+    routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
+    return503OnClosing: true,
+    frameworkErrors: (err, request, reply) => sendError(err, request, reply),
+  });
+
+  // Bodies are JSON, nothing else (anything else: 415). An empty body is "no body".
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, text, done) => {
+    const source = typeof text === 'string' ? text : text.toString('utf8');
+    if (source.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(source));
+    } catch (err) {
+      done(apiError('parse_error', `JSON parse error - ${(err as Error).message}`));
+    }
+  });
+
+  const requests = new Counter({
+    name: 'spate_admin_http_requests_total',
+    help: 'Admin API requests answered, by route pattern, method and status',
+    labelNames: ['route', 'method', 'status'] as const,
+    registers: [options.metrics],
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    requests.inc({ route: request.routeOptions.url ?? 'unmatched', method: request.method, status: String(reply.statusCode) });
+  });
+
+  app.setErrorHandler((err, request, reply) => sendError(err, request, reply));
+  app.setNotFoundHandler((request, reply) => sendError(apiError('not_found', 'Endpoint not found.'), request, reply));
+
+  const methodsByPath = new Map<string, Set<string>>();
+  const addPath = (path: string, method: string) => {
+    const set = methodsByPath.get(path) ?? new Set<string>();
+    set.add(method);
+    methodsByPath.set(path, set);
+  };
+
+  for (const route of options.routes) {
+    addPath(route.path, route.method);
+    app.route({
+      method: route.method,
+      url: route.path,
+      handler: async (request, reply) => {
+        const query = (request.query ?? {}) as Record<string, unknown>;
+        const principal = await authenticate(services.pool, services.log, {
+          authorization: request.headers.authorization,
+          body: request.body,
+          query,
+        });
+        requireScope(principal, route.scope);
+        let params: unknown;
+        try {
+          params = validate(route.params, request.params);
+        } catch {
+          // A malformed id cannot name anything that exists.
+          throw apiError('not_found');
+        }
+        const result = await route.handler({
+          principal,
+          params,
+          query,
+          url: requestUrl(request),
+          rawBody: request.body,
+          body: bodyReader(request.body),
+          services,
+        });
+        reply.code(result.status);
+        return result.body === undefined ? reply.send() : reply.send(result.body);
+      },
+    });
+  }
+
+  const schemaDocument = buildOpenApiDocument(options.routes, options.version);
+  addPath('/api/schema/', 'GET');
+  app.get('/api/schema/', (_request, reply) => reply.type('application/json').send(schemaDocument));
+
+  addPath('/_health', 'GET');
+  app.get('/_health', () => Promise.resolve({ status: 'ok' }));
+  addPath('/metrics', 'GET');
+  app.get('/metrics', async (_request, reply) => reply.type(options.metrics.contentType).send(await options.metrics.metrics()));
+
+  // Fastify answers an unknown method on a known path with 404; the API says 405 and names
+  // the allowed ones.
+  for (const [path, methods] of methodsByPath) {
+    const allowed = [...methods, ...(methods.has('GET') ? ['HEAD'] : [])];
+    const others = ALL_METHODS.filter((m) => !allowed.includes(m));
+    if (others.length === 0) continue;
+    app.route({
+      method: others,
+      url: path,
+      handler: (request) => {
+        throw new ApiError('method_not_allowed', `Method "${request.method}" not allowed.`, { headers: { allow: allowed.join(', ') } });
+      },
+    });
+  }
+
+  return app;
+}
+
+/** The absolute URL the client used (X-Forwarded-* only when ADMIN_TRUST_PROXY is set). */
+function requestUrl(request: FastifyRequest): URL {
+  const host = request.host || `${request.hostname}`;
+  try {
+    return new URL(request.url, `${request.protocol}://${host}`);
+  } catch {
+    return new URL(request.url, 'http://localhost');
+  }
+}

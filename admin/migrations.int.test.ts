@@ -1,0 +1,67 @@
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '../lib/index.js';
+import { freshDatabase, startNats } from '../test/kit/index.js';
+import { loadAdminConfig, migrate, MIGRATIONS_TABLE, startAdmin } from './index.js';
+
+const WORKER_TABLES = ['persons', 'person_distinct_ids', 'groups', 'group_type_mappings', 'ingestion_warnings', 'event_dedup', 'shard_positions'];
+
+async function tables(url: string): Promise<string[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ table_name: string }>("select table_name from information_schema.tables where table_schema = 'public' order by 1");
+    return rows.map((r) => r.table_name);
+  } finally {
+    await client.end();
+  }
+}
+
+describe('migrations', () => {
+  it('migrations - two admin servers starting at once on a fresh database both come up, migrations applied once', async () => {
+    const databaseUrl = await freshDatabase();
+    await using nats = await startNats();
+    const config = loadAdminConfig({ DATABASE_URL: databaseUrl, NATS_URL: nats.url, ADMIN_PORT: '0', LOG_LEVEL: 'silent' });
+    const logger = createLogger('admin-test', 'silent');
+    const [a, b] = await Promise.all([startAdmin(config, { logger }), startAdmin(config, { logger })]);
+    try {
+      for (const server of [a, b]) expect((await fetch(`${server.url}/_health`)).status).toBe(200);
+      const client = new pg.Client({ connectionString: databaseUrl });
+      await client.connect();
+      const { rows } = await client.query<{ name: string }>(`select name from ${MIGRATIONS_TABLE}`);
+      await client.end();
+      expect(rows.map((r) => r.name)).toEqual(['1764000000000_admin-initial']);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+    expect(await migrate(databaseUrl)).toEqual([]);
+  });
+
+  it('migrations - many concurrent runs wait for each other instead of failing', async () => {
+    const databaseUrl = await freshDatabase();
+    const results = await Promise.all(Array.from({ length: 5 }, () => migrate(databaseUrl)));
+    expect(results.filter((r) => r.length === 1)).toHaveLength(1);
+    expect(results.filter((r) => r.length === 0)).toHaveLength(4);
+  });
+
+  it("migrations - own bookkeeping table, none of the workers' table names", async () => {
+    const databaseUrl = await freshDatabase();
+    await migrate(databaseUrl);
+    const names = await tables(databaseUrl);
+    expect(names).toContain(MIGRATIONS_TABLE);
+    expect(names).not.toContain('pgmigrations');
+    for (const t of WORKER_TABLES) expect(names).not.toContain(t);
+  });
+
+  it("migrations - coexist with another node-pg-migrate history (the workers') in the same database", async () => {
+    const databaseUrl = await freshDatabase();
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    await client.query('create table pgmigrations (id serial primary key, name varchar(255) not null, run_on timestamp not null)');
+    await client.query("insert into pgmigrations (name, run_on) values ('1700000000000_workers', now())");
+    await client.query('create table persons (id bigserial primary key)');
+    await client.end();
+    expect(await migrate(databaseUrl)).toEqual(['1764000000000_admin-initial']);
+    expect(await tables(databaseUrl)).toEqual(expect.arrayContaining(['pgmigrations', 'persons', 'organizations']));
+  });
+});
