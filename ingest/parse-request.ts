@@ -158,9 +158,9 @@ interface Group {
   shard: number;
   distinctId: string;
   lines: string[];
-  /** UTF-8 size of each line. */
-  sizes: number[];
 }
+
+const encoder = new TextEncoder();
 
 /**
  * Serialises events into one buffer, ordered by shard and — for realtime events — by
@@ -174,48 +174,55 @@ function packSegments(
   transferable: boolean,
 ): Pick<ParsedRequest, 'data' | 'segments' | 'segmentDistinctIds'> {
   const groups = new Map<string | number, Group>();
-  let totalBytes = 0;
+  let chars = 0;
   for (const e of events) {
     const shard = shardOf(e.distinct_id, limits.shardCount);
     const key = perDistinctId ? e.distinct_id : shard;
     let group = groups.get(key);
     if (!group) {
-      group = { shard, distinctId: e.distinct_id, lines: [], sizes: [] };
+      group = { shard, distinctId: e.distinct_id, lines: [] };
       groups.set(key, group);
     }
     const line = JSON.stringify(e) + '\n';
-    const bytes = Buffer.byteLength(line);
-    if (bytes > limits.maxMessageBytes) {
-      throw new CaptureError('event_too_large', `event ${e.uuid} is ${bytes} bytes; the largest accepted is ${limits.maxMessageBytes}`);
-    }
-    totalBytes += bytes;
+    chars += line.length;
     group.lines.push(line);
-    group.sizes.push(bytes);
   }
   const ordered = [...groups.values()].sort((a, b) => a.shard - b.shard);
 
-  // Transferable output needs its own ArrayBuffer, not a slice of Node's shared pool.
-  const data = transferable ? Buffer.allocUnsafeSlow(totalBytes) : Buffer.allocUnsafe(totalBytes);
+  // Encoded in one pass: JSON is mostly ASCII, so UTF-16 length + 1/8 is nearly always enough;
+  // encodeInto reports a short write and the buffer grows. Transferable output needs its own
+  // ArrayBuffer, not a slice of Node's shared pool.
+  const allocate = (size: number) => (transferable ? Buffer.allocUnsafeSlow(size) : Buffer.allocUnsafe(size));
+  let data = allocate(chars + (chars >> 3) + 64);
   const segments: number[] = [];
   const ids: string[] | null = perDistinctId ? [] : null;
   let offset = 0;
   for (const group of ordered) {
     let start = offset;
     let count = 0;
-    for (let i = 0; i < group.lines.length; i++) {
-      const line = group.lines[i]!;
-      const bytes = group.sizes[i]!;
+    for (const line of group.lines) {
+      let written = encoder.encodeInto(line, data.subarray(offset));
+      while (written.read < line.length) {
+        const bigger = allocate(data.length * 2 + line.length * 3);
+        data.copy(bigger, 0, 0, offset);
+        data = bigger;
+        written = encoder.encodeInto(line, data.subarray(offset));
+      }
+      const bytes = written.written;
+      if (bytes > limits.maxMessageBytes) {
+        throw new CaptureError('event_too_large', `an event is ${bytes} bytes; the largest accepted is ${limits.maxMessageBytes}`);
+      }
       if (offset + bytes - start > limits.maxMessageBytes && count > 0) {
         segments.push(group.shard, count, start, offset);
         ids?.push(group.distinctId);
         start = offset;
         count = 0;
       }
-      offset += data.write(line, offset, 'utf8');
+      offset += bytes;
       count++;
     }
     segments.push(group.shard, count, start, offset);
     ids?.push(group.distinctId);
   }
-  return { data, segments: Int32Array.from(segments), segmentDistinctIds: ids };
+  return { data: data.subarray(0, offset), segments: Int32Array.from(segments), segmentDistinctIds: ids };
 }
