@@ -16,8 +16,9 @@ const { values } = parseArgs({
 if (values.help) {
   console.log(`usage: npm start -- [--nats-nodes 1|3] [--ingest N] [--data-dir DIR]
 
-Runs nats-server (or a 3-node JetStream cluster) and N ingest nodes under $SPATE_DATA_DIR
-(default .data/), then writes cluster.json there. NATS_URL uses an existing NATS instead.`);
+Runs nats-server (or a 3-node JetStream cluster), PostgreSQL, the admin server and N ingest
+nodes under $SPATE_DATA_DIR (default .data/), then writes cluster.json there. NATS_URL and
+DATABASE_URL use existing servers instead.`);
   process.exit(0);
 }
 
@@ -40,8 +41,10 @@ const local = await startLocalCluster({ dataDir, natsNodes, ingest, env: process
 const c = local.cluster;
 log.info(`ready.
   capture:  ${c.captureUrl}   (POST /capture/, /batch/, …)
-  project:  id ${c.projectId}, API key ${c.projectApiKey}
+  project:  id ${c.projectId}, project API key ${c.projectApiKey}
+  admin:    ${c.adminUrl}   (Authorization: Bearer ${c.personalApiKey})
   NATS:     ${c.natsUrl}
+  Postgres: ${c.databaseUrl}
   details:  ${clusterFilePath(dataDir)}
 Try: curl -X POST ${c.captureUrl}/capture/ -d '{"api_key":"${c.projectApiKey}","event":"hello","distinct_id":"me"}'`);
 
