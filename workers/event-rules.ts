@@ -150,7 +150,8 @@ export function normalizeEvent(event: CapturedEvent): NormalizedEvent {
 export function distinctIdProperty(value: unknown): string | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value === 'string') return value;
-  return String(value as string | number | boolean | object);
+  // Objects become "[object Object]", which is on the illegal list: PostHog does the same.
+  return typeof value === 'object' ? '[object Object]' : String(value);
 }
 
 export const MAX_GROUP_KEY_LENGTH = 400;

@@ -52,7 +52,7 @@ export class GroupTypeRegistry {
     );
     for (const row of rows) {
       let known = this.byProject.get(row.project_id);
-      if (!known) this.byProject.set(row.project_id, (known = new Map()));
+      if (!known) this.byProject.set(row.project_id, (known = new Map<string, number>()));
       known.set(row.group_type, row.group_type_index);
     }
   }

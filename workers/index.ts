@@ -107,7 +107,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       );
     }, Math.min(60_000, Math.max(1_000, Math.floor(config.dedupWindow / 4))));
     maintenance.unref();
-    cleanups.push(async () => clearInterval(maintenance));
+    cleanups.push(() => Promise.resolve(clearInterval(maintenance)));
 
     const ctx: PartitionContext = {
       js: jetstream(nc),

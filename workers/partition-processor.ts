@@ -20,7 +20,7 @@ import type { PersonCache } from './person-cache.js';
 import { loadPersons, lockPersons, OwnershipLostError, PersonConflictError, writeBatch } from './person-store.js';
 import { PersonWorkspace } from './person-workspace.js';
 import { lockPosition, planBatch, PositionMovedError, takeOverPartition } from './positions.js';
-import { distinctIdsToLoad, groupTypesOf, processEvents, type SourceEvent } from './process-events.js';
+import { distinctIdsToLoad, groupTypesOf, processEvents } from './process-events.js';
 
 export interface BatchLimits {
   maxEvents: number;
@@ -117,7 +117,7 @@ export class PartitionProcessor {
         while (!this.stopping) {
           const batch = await this.nextBatch(feed, pendingEnd);
           if (!batch) {
-            if (feed.ended) throw feed.error ?? new Error('consumer ended');
+            if (feed.ended) throw feed.error instanceof Error ? feed.error : new Error(`consumer ended: ${String(feed.error)}`);
             continue;
           }
           await this.processWithRetry(batch.messages, batch.end);
@@ -245,7 +245,7 @@ export class PartitionProcessor {
       for (const e of events) for (const id of distinctIdsToLoad(e)) keys.push([e.projectId, id]);
       const loaded = await loadPersons(client, keys, cache);
       const workspace = new PersonWorkspace(loaded.lookups, loaded.persons);
-      const result = processEvents(events as SourceEvent[], workspace, (p, t) => groupTypes.indexOf(p, t));
+      const result = processEvents(events, workspace, (p, t) => groupTypes.indexOf(p, t));
       const writes = workspace.writes();
       const expected = new Map<string, number>();
       for (const u of writes.updates) expected.set(u.state.uuid, u.expectedVersion);
@@ -290,7 +290,8 @@ export class PartitionProcessor {
     }
 
     this.position = end;
-    const { writes, result, warnings, duplicates, loaded, published } = committed!;
+    if (!committed) return;
+    const { writes, result, warnings, duplicates, loaded, published } = committed;
     cache.applyCommitted(writes);
     const labels = { stream: this.streamName, shard: String(this.shard) };
     metrics.position.set(labels, end);

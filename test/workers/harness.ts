@@ -1,0 +1,147 @@
+// Test helpers for workers: streams on a real nats-server, captured events published the way the
+// ingest node does (NDJSON, Nats-Msg-Id, Spate-Events, subject by shard), PROCESSED read back.
+import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import { headers } from '@nats-io/transport-node';
+import {
+  connectNats,
+  ensureStreams,
+  parseNdjson,
+  shardOf,
+  STREAMS,
+  subjectFor,
+  toNdjson,
+  uuidv7,
+  type CapturedEvent,
+  type NatsConnection,
+  type ProcessedEvent,
+  type StreamKind,
+} from '../../lib/index.js';
+import { loadWorkerConfig, type WorkerConfig } from '../../workers/index.js';
+
+export const STREAM_LIMITS = { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 };
+
+export async function connectAndCreateStreams(url: string): Promise<{ nc: NatsConnection; js: JetStreamClient }> {
+  const nc = await connectNats(url, 'workers-test');
+  await ensureStreams(await jetstreamManager(nc), STREAM_LIMITS);
+  return { nc, js: jetstream(nc) };
+}
+
+export function workerConfig(natsUrl: string, databaseUrl: string, env: Record<string, string> = {}): WorkerConfig {
+  return loadWorkerConfig({
+    NATS_URL: natsUrl,
+    DATABASE_URL: databaseUrl,
+    WORKER_LEASE_TTL: '3s',
+    WORKER_DB_POOL_SIZE: '6',
+    ...env,
+  });
+}
+
+/** Env for a worker child process. */
+export function workerEnv(natsUrl: string, databaseUrl: string, env: Record<string, string> = {}): Record<string, string> {
+  return {
+    ...(process.env as Record<string, string>),
+    NATS_URL: natsUrl,
+    DATABASE_URL: databaseUrl,
+    WORKER_LEASE_TTL: '3s',
+    WORKER_DB_POOL_SIZE: '6',
+    LOG_LEVEL: process.env.WORKER_TEST_LOG_LEVEL ?? 'warn',
+    ...env,
+  };
+}
+
+let clock = Date.parse('2024-05-01T12:00:00.000Z');
+
+export function capture(
+  projectId: number,
+  event: string,
+  distinctId: string,
+  properties: Record<string, unknown> = {},
+  extra: Partial<CapturedEvent> = {},
+): CapturedEvent {
+  clock += 1000;
+  const at = new Date(clock).toISOString();
+  return {
+    uuid: uuidv7(),
+    event,
+    distinct_id: distinctId,
+    properties,
+    timestamp: at,
+    now: at,
+    token: `phc_test_${projectId}`,
+    project_id: projectId,
+    ...extra,
+  };
+}
+
+let messageCounter = 0;
+
+/**
+ * Publishes events as ingest does: grouped by shard of distinct_id (order kept within a shard),
+ * `perMessage` events per NDJSON message.
+ */
+export async function publishEvents(
+  js: JetStreamClient,
+  events: readonly CapturedEvent[],
+  options: { shardCount?: number; perMessage?: number; kind?: StreamKind } = {},
+): Promise<void> {
+  const shardCount = options.shardCount ?? 16;
+  const perMessage = options.perMessage ?? 50;
+  const kind = options.kind ?? 'events';
+  const groups = new Map<string, CapturedEvent[]>();
+  for (const e of events) {
+    const subject = subjectFor(kind, e.project_id, shardOf(e.distinct_id, shardCount));
+    let list = groups.get(subject);
+    if (!list) groups.set(subject, (list = []));
+    list.push(e);
+  }
+  const pending: Promise<unknown>[] = [];
+  for (const [subject, list] of groups) {
+    for (let i = 0; i < list.length; i += perMessage) {
+      const chunk = list.slice(i, i + perMessage);
+      const h = headers();
+      h.set('Spate-Events', String(chunk.length));
+      pending.push(js.publish(subject, toNdjson(chunk), { msgID: `test-${process.pid}-${++messageCounter}`, headers: h }));
+      if (pending.length >= 500) await Promise.all(pending.splice(0));
+    }
+  }
+  await Promise.all(pending);
+}
+
+export interface ProcessedLine extends ProcessedEvent {
+  subject: string;
+  msgId: string;
+}
+
+/** Every event on PROCESSED so far (reads the stream from its start). */
+export async function readProcessed(nc: NatsConnection): Promise<ProcessedLine[]> {
+  const jsm = await jetstreamManager(nc);
+  const info = await jsm.streams.info(STREAMS.processed);
+  const last = info.state.last_seq;
+  const out: ProcessedLine[] = [];
+  if (info.state.messages === 0) return out;
+  const consumer = await jetstream(nc).consumers.get(STREAMS.processed);
+  const messages = await consumer.consume({ max_messages: 1000 });
+  for await (const m of messages) {
+    const msgId = m.headers?.get('Nats-Msg-Id') ?? '';
+    for (const line of parseNdjson<ProcessedEvent>(m.data)) out.push({ ...line, subject: m.subject, msgId });
+    if (m.seq >= last) break;
+  }
+  await messages.close();
+  return out;
+}
+
+/** Waits until PROCESSED holds at least `count` events, then returns them. */
+export async function waitForProcessed(nc: NatsConnection, count: number, timeoutMs = 30_000): Promise<ProcessedLine[]> {
+  const deadline = Date.now() + timeoutMs;
+  let lines: ProcessedLine[] = [];
+  while (Date.now() < deadline) {
+    lines = await readProcessed(nc);
+    if (lines.length >= count) return lines;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${count} processed events (have ${lines.length})`);
+}
+
+export function byUuid(lines: readonly ProcessedLine[]): Map<string, ProcessedLine> {
+  return new Map(lines.map((l) => [l.uuid, l]));
+}
