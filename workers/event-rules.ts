@@ -150,8 +150,9 @@ export function normalizeEvent(event: CapturedEvent): NormalizedEvent {
 export function distinctIdProperty(value: unknown): string | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
   // Objects become "[object Object]", which is on the illegal list: PostHog does the same.
-  return typeof value === 'object' ? '[object Object]' : String(value);
+  return '[object Object]';
 }
 
 export const MAX_GROUP_KEY_LENGTH = 400;
