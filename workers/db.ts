@@ -12,8 +12,13 @@ export function createPool(databaseUrl: string, size: number, logger: Logger): p
     // A lock held by a stalled peer must not stall this worker forever; the batch is retried.
     options: '-c lock_timeout=15000 -c statement_timeout=60000 -c idle_in_transaction_session_timeout=120000',
   });
-  // An idle client whose server went away (restart) emits here; without a listener it would crash the process.
+  // A client whose server went away (restart) emits 'error'; without a listener it would crash the
+  // process. Idle clients report through the pool, checked-out ones through their own listener
+  // (the query in flight fails too, and the batch is retried).
   pool.on('error', (err) => logger.warn({ err: err.message }, 'postgres connection lost (idle client)'));
+  pool.on('connect', (client) => {
+    client.on('error', (err) => logger.warn({ err: err.message }, 'postgres connection lost'));
+  });
   return pool;
 }
 

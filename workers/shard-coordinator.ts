@@ -190,8 +190,9 @@ export class ShardCoordinator {
   private async listMembers(): Promise<string[]> {
     const out: string[] = [];
     const iter = await this.kv.keys('members.*');
+    // A key renewed while being listed can come twice.
     for await (const key of iter) out.push(key.slice('members.'.length));
-    return out;
+    return [...new Set(out)];
   }
 
   private leaseValue(): string {

@@ -1,11 +1,13 @@
 // Test helpers for workers: streams on a real nats-server, captured events published the way the
 // ingest node does (NDJSON, Nats-Msg-Id, Spate-Events, subject by shard), PROCESSED read back.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import {
   connectNats,
   ensureStreams,
   parseNdjson,
+  runtimeModule,
   shardOf,
   STREAMS,
   subjectFor,
@@ -17,6 +19,7 @@ import {
   type StreamKind,
 } from '../../lib/index.js';
 import { loadWorkerConfig, type WorkerConfig } from '../../workers/index.js';
+import { freePort } from '../kit/index.js';
 
 export const STREAM_LIMITS = { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 };
 
@@ -144,4 +147,54 @@ export async function waitForProcessed(nc: NatsConnection, count: number, timeou
 
 export function byUuid(lines: readonly ProcessedLine[]): Map<string, ProcessedLine> {
   return new Map(lines.map((l) => [l.uuid, l]));
+}
+
+export interface WorkerProcess {
+  id: string;
+  child: ChildProcess;
+  /** stdout + stderr so far (pino JSON lines). */
+  output(): string;
+  /** Base URL of its status server, once it logged it. */
+  statusUrl(): Promise<string>;
+  /** Shards the worker reports on /_ready. */
+  shards(): Promise<number[] | undefined>;
+  exited: Promise<number | null>;
+  kill(signal?: NodeJS.Signals): void;
+}
+
+/** Runs `workers/main` as a real child process (through tsx under tests). */
+export async function spawnWorker(id: string, env: Record<string, string>): Promise<WorkerProcess> {
+  const mod = runtimeModule(import.meta.url, '../../workers/main');
+  const port = await freePort();
+  const child = spawn(process.execPath, [...mod.execArgv, mod.path], {
+    env: { ...env, WORKER_ID: id, WORKER_METRICS_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let text = '';
+  child.stdout!.on('data', (d: Buffer) => (text += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (text += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const statusUrl = async () => {
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      const url = `http://127.0.0.1:${port}`;
+      if (await fetch(`${url}/_health`).then((r) => r.ok, () => false)) return url;
+      if (child.exitCode !== null) throw new Error(`worker ${id} exited: ${text.slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`worker ${id} did not start: ${text.slice(-2000)}`);
+  };
+  return {
+    id,
+    child,
+    output: () => text,
+    statusUrl,
+    shards: async () => {
+      const res = await fetch(`${await statusUrl()}/_ready`).catch(() => undefined);
+      if (!res?.ok) return undefined;
+      return ((await res.json()) as { shards: number[] }).shards;
+    },
+    exited,
+    kill: (signal = 'SIGKILL') => child.kill(signal),
+  };
 }
