@@ -3,7 +3,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { CapturedEvent, NatsConnection } from '../lib/index.js';
 import { startNats, startPostgres, waitFor } from '../test/kit/index.js';
-import { capture, connectAndCreateStreams, publishEvents, readProcessed, workerConfig } from '../test/workers/harness.js';
+import { capture, connectAndCreateStreams, publishEvents, readProcessed, workerConfig, testDeps } from '../test/workers/harness.js';
 import { startWorker } from './index.js';
 
 function events(projectId: number, from: number, count: number, ids: number): CapturedEvent[] {
@@ -39,7 +39,7 @@ describe('worker resilience', () => {
     await using postgres = await startPostgres();
     const databaseUrl = await postgres.createDatabase();
     const { nc, js } = await connectAndCreateStreams(nats.url);
-    const worker = await startWorker(workerConfig(nats.url, databaseUrl, { WORKER_BATCH_MAX_EVENTS: '500' }));
+    const worker = await startWorker(workerConfig(nats.url, databaseUrl, { WORKER_BATCH_MAX_EVENTS: '500' }), testDeps());
     try {
       const first = events(7, 0, 20_000, 300);
       await publishEvents(js, first, { perMessage: 25 });
@@ -72,7 +72,7 @@ describe('worker resilience', () => {
     await using postgres = await startPostgres();
     const databaseUrl = await postgres.createDatabase();
     let { nc, js } = await connectAndCreateStreams(nats.url);
-    const worker = await startWorker(workerConfig(nats.url, databaseUrl));
+    const worker = await startWorker(workerConfig(nats.url, databaseUrl), testDeps());
     try {
       const first = events(8, 0, 3_000, 100);
       await publishEvents(js, first);

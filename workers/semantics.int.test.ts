@@ -9,6 +9,7 @@ import {
   publishEvents,
   readProcessed,
   workerConfig,
+  testDeps,
   type ProcessedLine,
 } from '../test/workers/harness.js';
 import { personUuidFor, startWorker, type Worker } from './index.js';
@@ -26,7 +27,7 @@ beforeAll(async () => {
   ({ nc, js } = await connectAndCreateStreams(nats.url));
   const url = await freshDatabase();
   db = new pg.Pool({ connectionString: url, max: 3 });
-  worker = await startWorker(workerConfig(nats.url, url));
+  worker = await startWorker(workerConfig(nats.url, url), testDeps());
 });
 
 afterAll(async () => {

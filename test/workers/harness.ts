@@ -5,6 +5,7 @@ import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jets
 import { headers } from '@nats-io/transport-node';
 import {
   connectNats,
+  createLogger,
   ensureStreams,
   parseNdjson,
   runtimeModule,
@@ -18,7 +19,7 @@ import {
   type ProcessedEvent,
   type StreamKind,
 } from '../../lib/index.js';
-import { loadWorkerConfig, type WorkerConfig } from '../../workers/index.js';
+import { loadWorkerConfig, type WorkerConfig, type WorkerDeps } from '../../workers/index.js';
 import { freePort } from '../kit/index.js';
 
 export const STREAM_LIMITS = { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 };
@@ -37,6 +38,11 @@ export function workerConfig(natsUrl: string, databaseUrl: string, env: Record<s
     WORKER_DB_POOL_SIZE: '6',
     ...env,
   });
+}
+
+/** In-process workers log warnings only (WORKER_TEST_LOG_LEVEL=debug to see everything). */
+export function testDeps(extra: WorkerDeps = {}): WorkerDeps {
+  return { logger: createLogger('worker', process.env.WORKER_TEST_LOG_LEVEL ?? 'warn'), ...extra };
 }
 
 /** Env for a worker child process. */
