@@ -2,6 +2,7 @@
 // never crashes), and processed lines → PROCESSED messages whose ids depend only on the source
 // sequences they cover, so replaying a planned batch republishes the same ids (JetStream drops them).
 import { isUuid, parseSubject, subjectFor, type CapturedEvent, type StreamKind } from '../lib/index.js';
+import { dedupKey } from './dedup.js';
 import { isPlainObject } from './event-rules.js';
 import type { IngestionWarning, SourceEvent } from './process-events.js';
 
@@ -16,6 +17,10 @@ export interface SourceMessage {
 export interface BatchEvent extends SourceEvent {
   /** Index of the source message in the batch. */
   message: number;
+  /** The line as captured; undefined when checking it had to change it. */
+  line: string | undefined;
+  /** `<projectId>:<uuid>` (dedup key). */
+  key: string;
 }
 
 export interface ParsedBatch {
@@ -54,31 +59,42 @@ export function parseMessages(kind: StreamKind, messages: readonly SourceMessage
       } catch {
         problem.reason = 'not JSON';
       }
-      const event = problem.reason ? undefined : checkCaptured(parsed, problem);
-      if (!event) {
+      const checked = problem.reason ? undefined : checkCaptured(parsed, problem);
+      if (!checked) {
         out.malformed++;
         out.warnings.push({ projectId, type: 'invalid_event', details: { ...problem, line: line.slice(0, 200) } });
         continue;
       }
-      out.events.push({ projectId, event, message: index });
+      const { event, changed } = checked;
+      out.events.push({ projectId, event, message: index, line: changed ? undefined : line, key: dedupKey(projectId, event.uuid) });
     }
   });
   return out;
 }
 
 /** The fields processing relies on; ingest guarantees them, so anything else is a bug upstream. */
-function checkCaptured(value: unknown, problem: { reason: string }): CapturedEvent | undefined {
+function checkCaptured(value: unknown, problem: { reason: string }): { event: CapturedEvent; changed: boolean } | undefined {
   if (!isPlainObject(value)) return void (problem.reason = 'not an object');
+  let changed = false;
   const e = value as Partial<CapturedEvent>;
   if (!isUuid(e.uuid)) return void (problem.reason = 'uuid missing or invalid');
   if (typeof e.event !== 'string' || e.event === '') return void (problem.reason = 'event missing');
   if (typeof e.distinct_id !== 'string' || e.distinct_id === '') return void (problem.reason = 'distinct_id missing');
   if (e.properties !== undefined && !isPlainObject(e.properties)) return void (problem.reason = 'properties not an object');
-  e.properties ??= {};
+  if (e.properties === undefined) {
+    e.properties = {};
+    changed = true;
+  }
   if (typeof e.timestamp !== 'string' || Number.isNaN(Date.parse(e.timestamp))) {
     e.timestamp = typeof e.now === 'string' && !Number.isNaN(Date.parse(e.now)) ? e.now : new Date().toISOString();
+    changed = true;
   }
-  return e as CapturedEvent;
+  // Ours to set: a captured line never carries one.
+  if ('person_id' in e) {
+    delete (e as { person_id?: unknown }).person_id;
+    changed = true;
+  }
+  return { event: e as CapturedEvent, changed };
 }
 
 export interface OutputPart {
@@ -162,4 +178,17 @@ function splitLines(lines: string[], maxPayload: number): string[][] {
   }
   if (current.length > 0) chunks.push(current);
   return chunks;
+}
+
+/**
+ * A processed line. Most events only gain `person_id`: their captured line is spliced rather than
+ * serialised again (JSON.stringify is a large share of a worker's CPU).
+ */
+export function processedLine(out: { person_id?: string }, line: string | undefined, untouched: boolean): string {
+  if (untouched && line !== undefined) {
+    if (out.person_id === undefined) return line.trim();
+    const end = line.lastIndexOf('}');
+    if (end > 0) return `${line.slice(0, end)},"person_id":"${out.person_id}"}`;
+  }
+  return JSON.stringify(out);
 }

@@ -117,6 +117,8 @@ export interface NormalizedEvent {
   mode: PersonMode;
   /** `$process_person_profile` was present but not a boolean: processed with a person, and warned. */
   invalidPersonMode: boolean;
+  /** Normalisation changed the line (so it must be serialised again, not spliced). */
+  changed: boolean;
 }
 
 /**
@@ -125,11 +127,13 @@ export interface NormalizedEvent {
  * so PROCESSED carries person updates in one place. Personless events lose every person update.
  */
 export function normalizeEvent(event: CapturedEvent): NormalizedEvent {
+  let changed = !isPlainObject(event.properties);
   const props: Properties = isPlainObject(event.properties) ? event.properties : {};
   event.properties = props;
   for (const key of ['$set', '$set_once'] as const) {
     const top = event[key];
     if (top === undefined) continue;
+    changed = true;
     if (isPlainObject(top)) {
       const inner = isPlainObject(props[key]) ? props[key] : {};
       props[key] = { ...inner, ...top };
@@ -138,12 +142,13 @@ export function normalizeEvent(event: CapturedEvent): NormalizedEvent {
   }
   const flag = props.$process_person_profile;
   const mode: PersonMode = flag === false ? 'personless' : 'full';
-  if (mode === 'personless') {
+  if (mode === 'personless' && (props.$set !== undefined || props.$set_once !== undefined || props.$unset !== undefined)) {
     delete props.$set;
     delete props.$set_once;
     delete props.$unset;
+    changed = true;
   }
-  return { event, mode, invalidPersonMode: flag !== undefined && typeof flag !== 'boolean' };
+  return { event, mode, invalidPersonMode: flag !== undefined && typeof flag !== 'boolean', changed };
 }
 
 /** A distinct id given as a property (alias, $anon_distinct_id): strings as is, other scalars stringified. */

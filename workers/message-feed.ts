@@ -10,6 +10,8 @@ export interface FeedOptions {
   startSeq: number;
   /** Bytes the consumer asks JetStream for ahead of processing. */
   fetchMaxBytes: number;
+  /** Largest message the server accepts (every pull must have room for one). */
+  maxPayload: number;
   /** The pump stops reading when this much is buffered (memory bound per shard). */
   bufferMaxBytes: number;
 }
@@ -36,7 +38,14 @@ export class MessageFeed {
   async open(): Promise<void> {
     const o = this.options;
     const consumer = await this.js.consumers.get(o.stream, { filter_subjects: o.filterSubject, opt_start_seq: o.startSeq });
-    this.messages = await consumer.consume({ max_bytes: o.fetchMaxBytes, expires: 5_000 });
+    // A pull asks for max_bytes less what is in flight, and a message larger than what a pull asks
+    // for is never delivered (409, the consumer stalls). Refilling only when at most fetchMaxBytes
+    // are in flight makes every pull ask for at least one whole max-size message.
+    this.messages = await consumer.consume({
+      max_bytes: o.fetchMaxBytes + o.maxPayload + 64 * 1024,
+      threshold_bytes: o.fetchMaxBytes,
+      expires: 5_000,
+    });
     this.pumping = this.pump(this.messages);
   }
 

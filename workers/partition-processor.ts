@@ -10,14 +10,14 @@ import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstrea
 import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { HEADER_EVENT_COUNT, STREAMS, shardFilter, type Logger, type StreamKind } from '../lib/index.js';
-import { packOutputs, parseMessages, type SourceMessage } from './batch-codec.js';
+import { packOutputs, parseMessages, processedLine, type SourceMessage } from './batch-codec.js';
 import { isConflictDbError, isTransientDbError } from './db.js';
-import { dedupKey, recordFreshEvents, type DedupGenerations } from './dedup.js';
+import { recordFreshEvents, type DedupGenerations } from './dedup.js';
 import type { GroupTypeRegistry } from './group-types.js';
 import { MessageFeed } from './message-feed.js';
 import type { WorkerMetrics } from './metrics.js';
 import type { PersonCache } from './person-cache.js';
-import { loadPersons, lockPersons, OwnershipLostError, PersonConflictError, writeBatch } from './person-store.js';
+import { loadPersons, lockPersons, OwnershipLostError, PersonConflictError, upsertGroups, writeBatch } from './person-store.js';
 import { PersonWorkspace } from './person-workspace.js';
 import { lockPosition, planBatch, PositionMovedError, takeOverPartition } from './positions.js';
 import { distinctIdsToLoad, groupTypesOf, processEvents } from './process-events.js';
@@ -109,6 +109,7 @@ export class PartitionProcessor {
           filterSubject: shardFilter(this.kind, this.shard),
           startSeq: this.position + 1,
           fetchMaxBytes: limits.fetchMaxBytes,
+          maxPayload: this.ctx.maxPayload(),
           // Room for a whole planned batch plus what the consumer has in flight.
           bufferMaxBytes: limits.maxBytes + limits.fetchMaxBytes + this.ctx.maxPayload(),
         });
@@ -224,10 +225,7 @@ export class PartitionProcessor {
       await lockPosition(client, this.streamName, this.shard, this.fence, this.position);
 
       const firstSeen = new Map<string, (typeof parsed.events)[number]>();
-      for (const e of parsed.events) {
-        const key = dedupKey(e.projectId, e.event.uuid);
-        if (!firstSeen.has(key)) firstSeen.set(key, e);
-      }
+      for (const e of parsed.events) if (!firstSeen.has(e.key)) firstSeen.set(e.key, e);
       const unique = [...firstSeen.values()];
       const fresh = await recordFreshEvents(
         client,
@@ -235,10 +233,7 @@ export class PartitionProcessor {
         unique.map((e) => e.projectId),
         unique.map((e) => e.event.uuid),
       );
-      const events = parsed.events.filter((e) => {
-        const key = dedupKey(e.projectId, e.event.uuid);
-        return fresh.has(key) && firstSeen.get(key) === e;
-      });
+      const events = parsed.events.filter((e) => fresh.has(e.key) && firstSeen.get(e.key) === e);
       const duplicates = parsed.events.length - events.length;
 
       const keys: [number, string][] = [];
@@ -252,7 +247,7 @@ export class PartitionProcessor {
       for (const d of writes.deletes) expected.set(d.uuid, d.expectedVersion);
       await lockPersons(client, expected);
       const warnings = [...parsed.warnings, ...result.warnings];
-      await writeBatch(client, writes, result.groups, warnings, {
+      await writeBatch(client, writes, warnings, {
         stream: this.streamName,
         shard: this.shard,
         fence: this.fence,
@@ -262,7 +257,7 @@ export class PartitionProcessor {
       const lines: string[][] = sources.map(() => []);
       events.forEach((e, i) => {
         const out = result.outputs[i];
-        if (out) lines[e.message]!.push(JSON.stringify(out));
+        if (out) lines[e.message]!.push(processedLine(out, e.line, result.untouched[i]!));
       });
       const parts = packOutputs(this.streamName, this.shard, sources, parsed.projects, lines, limits.publishPartBytes, this.ctx.maxPayload());
       const acks = await Promise.all(
@@ -277,6 +272,7 @@ export class PartitionProcessor {
       if (duplicated > 0) metrics.publishDuplicates.inc(duplicated);
       await this.ctx.faults?.afterPublish?.({ stream: this.streamName, shard: this.shard, first: sources[0]!.seq, last: end });
       if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before commit');
+      await upsertGroups(client, result.groups);
       await client.query('COMMIT');
       committed = { writes, result, warnings, duplicates, loaded, published };
     } catch (err) {

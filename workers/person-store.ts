@@ -164,14 +164,13 @@ export interface PositionCommit {
 }
 
 /**
- * Every write of a batch in one statement: persons inserted, updated (version-checked), deleted
- * (merged away), distinct ids moved and added, groups upserted (shallow merge in SQL, created_at
- * kept), warnings stored, and the shard position advanced under the fence.
+ * Every person write of a batch in one statement: persons inserted, updated (version-checked),
+ * deleted (merged away), distinct ids moved and added, warnings stored, and the shard position
+ * advanced under the fence.
  */
 export async function writeBatch(
   client: pg.ClientBase,
   w: PersonWrites,
-  groups: readonly GroupUpsert[],
   warnings: readonly IngestionWarning[],
   position: PositionCommit,
 ): Promise<void> {
@@ -198,21 +197,15 @@ export async function writeBatch(
        INSERT INTO person_distinct_ids (project_id, distinct_id, person_uuid)
        SELECT * FROM unnest($17::int[], $18::text[], $19::uuid[])
        ON CONFLICT DO NOTHING RETURNING 1),
-     grp AS (
-       INSERT INTO groups (project_id, group_type_index, group_key, group_properties, created_at)
-       SELECT * FROM unnest($20::int[], $21::int2[], $22::text[], $23::jsonb[], $24::timestamptz[])
-       ON CONFLICT (project_id, group_type_index, group_key) DO UPDATE
-         SET group_properties = groups.group_properties || excluded.group_properties, updated_at = now(), version = groups.version + 1
-       RETURNING 1),
      warn AS (
        INSERT INTO ingestion_warnings (project_id, type, details)
-       SELECT * FROM unnest($25::int[], $26::text[], $27::jsonb[]) RETURNING 1),
+       SELECT * FROM unnest($20::int[], $21::text[], $22::jsonb[]) RETURNING 1),
      pos AS (
-       UPDATE shard_positions SET position = $30, pending_end = NULL, updated_at = now()
-       WHERE stream = $28 AND shard = $29 AND fence = $31 RETURNING 1)
+       UPDATE shard_positions SET position = $25, pending_end = NULL, updated_at = now()
+       WHERE stream = $23 AND shard = $24 AND fence = $26 RETURNING 1)
      SELECT (SELECT count(*) FROM ins_p)::int AS ins_p, (SELECT count(*) FROM upd_p)::int AS upd_p,
             (SELECT count(*) FROM del_p)::int AS del_p, (SELECT count(*) FROM ins_d)::int AS ins_d,
-            (SELECT count(*) FROM grp)::int AS grp, (SELECT count(*) FROM warn)::int AS warn,
+            (SELECT count(*) FROM warn)::int AS warn,
             (SELECT count(*) FROM pos)::int AS pos, (SELECT count(*) FROM mv)::int AS mv`,
     [
       w.inserts.map((p) => p.uuid),
@@ -234,11 +227,6 @@ export async function writeBatch(
       w.newDistinctIds.map((d) => d.projectId),
       w.newDistinctIds.map((d) => d.distinctId),
       w.newDistinctIds.map((d) => d.personUuid),
-      groups.map((g) => g.projectId),
-      groups.map((g) => g.groupTypeIndex),
-      groups.map((g) => g.groupKey),
-      groups.map((g) => json(g.properties)),
-      groups.map((g) => g.createdAt),
       warnings.map((x) => x.projectId),
       warnings.map((x) => x.type),
       warnings.map((x) => json(x.details)),
@@ -256,4 +244,26 @@ export async function writeBatch(
         `deleted ${r.del_p}/${w.deletes.length}, distinct ids ${r.ins_d}/${w.newDistinctIds.length}`,
     );
   }
+}
+
+/**
+ * Groups are shared by every shard of a project: upserted last, just before COMMIT, so their row
+ * locks are held for a moment rather than across the publish. A shallow merge in SQL (no read
+ * needed); created_at is kept. Rows come sorted, so concurrent batches lock them in one order.
+ */
+export async function upsertGroups(client: pg.ClientBase, groups: readonly GroupUpsert[]): Promise<void> {
+  if (groups.length === 0) return;
+  await client.query(
+    `INSERT INTO groups (project_id, group_type_index, group_key, group_properties, created_at)
+     SELECT * FROM unnest($1::int[], $2::int2[], $3::text[], $4::jsonb[], $5::timestamptz[])
+     ON CONFLICT (project_id, group_type_index, group_key) DO UPDATE
+       SET group_properties = groups.group_properties || excluded.group_properties, updated_at = now(), version = groups.version + 1`,
+    [
+      groups.map((g) => g.projectId),
+      groups.map((g) => g.groupTypeIndex),
+      groups.map((g) => g.groupKey),
+      groups.map((g) => JSON.stringify(g.properties)),
+      groups.map((g) => g.createdAt),
+    ],
+  );
 }

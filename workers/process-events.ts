@@ -51,6 +51,8 @@ export type EventKind =
 export interface ProcessResult {
   /** One entry per input event, in order; undefined when the event is dropped. */
   outputs: (ProcessedEvent | undefined)[];
+  /** Per input event: true when the output is the captured line plus `person_id` only (it can be spliced, not re-serialised). */
+  untouched: boolean[];
   warnings: IngestionWarning[];
   groups: GroupUpsert[];
   kinds: Map<EventKind, number>;
@@ -90,13 +92,13 @@ export function processEvents(
   workspace: PersonWorkspace,
   groupTypeIndex: GroupTypeLookup,
 ): ProcessResult {
-  const result: ProcessResult = { outputs: [], warnings: [], groups: [], kinds: new Map() };
+  const result: ProcessResult = { outputs: [], untouched: [], warnings: [], groups: [], kinds: new Map() };
   const groups = new Map<string, GroupUpsert>();
   const count = (kind: EventKind) => result.kinds.set(kind, (result.kinds.get(kind) ?? 0) + 1);
 
   for (const source of events) {
     const { projectId } = source;
-    const { event: e, mode, invalidPersonMode } = normalizeEvent(source.event);
+    const { event: e, mode, invalidPersonMode, changed } = normalizeEvent(source.event);
     const props = e.properties;
     const warn = (type: WarningType, details: Record<string, unknown>) =>
       result.warnings.push({ projectId, type, details: { eventUuid: e.uuid, event: e.event, distinctId: e.distinct_id, ...details } });
@@ -109,11 +111,13 @@ export function processEvents(
       if (PERSON_ONLY_EVENTS.has(e.event)) {
         warn('invalid_event_when_process_person_profile_is_false', {});
         result.outputs.push(undefined);
+        result.untouched.push(false);
         count('dropped');
         continue;
       }
-      attachGroups(props, projectId, groupTypeIndex);
+      const grouped = attachGroups(props, projectId, groupTypeIndex);
       result.outputs.push(e);
+      result.untouched.push(!changed && !grouped);
       count('personless');
       continue;
     }
@@ -121,6 +125,7 @@ export function processEvents(
     if (e.event === '$groupidentify' && props.$group_set !== undefined && !isPlainObject(props.$group_set)) {
       warn('invalid_group_set', { valueType: Array.isArray(props.$group_set) ? 'array' : typeof props.$group_set });
       result.outputs.push(undefined);
+      result.untouched.push(false);
       count('dropped');
       continue;
     }
@@ -154,9 +159,10 @@ export function processEvents(
     }
     if (kind === 'identify') workspace.markIdentified(person);
 
-    attachGroups(props, projectId, groupTypeIndex);
+    const grouped = attachGroups(props, projectId, groupTypeIndex);
     (e as ProcessedEvent).person_id = person.uuid;
     result.outputs.push(e);
+    result.untouched.push(!changed && !grouped && kind !== 'groupidentify');
     count(kind);
 
     /**
@@ -223,14 +229,19 @@ export function processEvents(
   return result;
 }
 
-/** `$groups: {type: key}` → `$group_<index>: key` for types with an index; never creates a group. */
-function attachGroups(props: Properties, projectId: number, groupTypeIndex: GroupTypeLookup): void {
+/** `$groups: {type: key}` → `$group_<index>: key` for types with an index; never creates a group. True when it added any. */
+function attachGroups(props: Properties, projectId: number, groupTypeIndex: GroupTypeLookup): boolean {
   const groups = props.$groups;
-  if (!isPlainObject(groups)) return;
+  if (!isPlainObject(groups)) return false;
+  let added = false;
   for (const [type, value] of Object.entries(groups)) {
     const key = groupKeyOf(value);
     if (key === undefined || key.length > MAX_GROUP_KEY_LENGTH) continue;
     const index = groupTypeIndex(projectId, type);
-    if (index !== undefined) props[`$group_${index}`] = key;
+    if (index !== undefined) {
+      props[`$group_${index}`] = key;
+      added = true;
+    }
   }
+  return added;
 }

@@ -67,6 +67,26 @@ describe('worker resilience', () => {
     }
   });
 
+  it('large messages - a message bigger than the fetch budget is still delivered and processed', async () => {
+    await using nats = await startNats();
+    await using postgres = await startPostgres();
+    const databaseUrl = await postgres.createDatabase();
+    const { nc, js } = await connectAndCreateStreams(nats.url);
+    const worker = await startWorker(workerConfig(nats.url, databaseUrl, { WORKER_FETCH_MAX_BYTES: '16KiB', WORKER_BATCH_MAX_BYTES: '32KiB' }), testDeps());
+    try {
+      const padding = 'x'.repeat(1_000);
+      const big = Array.from({ length: 3_000 }, (_, i) => capture(11, 'big', 'one-user', { i, padding }));
+      // One message of ~3 MB (all events share a distinct id, so one subject), then small ones.
+      await publishEvents(js, big, { perMessage: 3_000 });
+      const small = events(11, 0, 200, 10);
+      await publishEvents(js, small, { perMessage: 5 });
+      await expectExactlyOnce(nc, [...big, ...small]);
+    } finally {
+      await worker.stop();
+      await nc.close();
+    }
+  });
+
   it('nats restart - the worker reconnects and resumes without being restarted', async () => {
     await using nats = await startNats();
     await using postgres = await startPostgres();
