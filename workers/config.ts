@@ -35,7 +35,7 @@ export const workerConfigDefinition = {
     'an event uuid seen again within this window (up to twice it) is dropped as a duplicate',
   ),
   personCacheSize: setting('WORKER_PERSON_CACHE_SIZE', envInt(200_000, 0), 'persons kept in memory (validated against Postgres every batch)'),
-  dbPoolSize: setting('WORKER_DB_POOL_SIZE', envInt(12, 2), 'PostgreSQL connections of this worker'),
+  dbPoolSize: setting('WORKER_DB_POOL_SIZE', envInt(20, 2), 'PostgreSQL connections of this worker for batches (two more write groups)'),
 };
 
 export type WorkerConfig = ConfigOf<typeof workerConfigDefinition>;

@@ -14,6 +14,7 @@ import { defaultWorkerId, type WorkerConfig } from './config.js';
 import { createPool, isTransientDbError } from './db.js';
 import { DedupGenerations } from './dedup.js';
 import { GroupTypeRegistry } from './group-types.js';
+import { GroupWriter } from './group-writer.js';
 import { startStatusServer } from './http-server.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
 import { migrateWorkerSchema } from './migrate.js';
@@ -98,6 +99,8 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
 
     const pool = createPool(config.databaseUrl, config.dbPoolSize, logger);
     cleanups.push(() => pool.end());
+    const groupPool = createPool(config.databaseUrl, 2, logger);
+    cleanups.push(() => groupPool.end());
     const dedup = new DedupGenerations(config.dedupWindow);
     await dedup.maintain(pool);
     const maintenance = setInterval(() => {
@@ -115,6 +118,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       pool,
       cache: new PersonCache(config.personCacheSize),
       groupTypes: new GroupTypeRegistry(),
+      groupWriter: new GroupWriter(groupPool),
       dedup,
       metrics,
       logger,

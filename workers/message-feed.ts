@@ -101,6 +101,21 @@ export class MessageFeed {
     return this.buffer[this.buffer.length - 1];
   }
 
+  /** The sequence `take(limits)` would end at now, without taking anything (undefined: nothing buffered). */
+  peekEnd(limits: TakeLimits): number | undefined {
+    let events = 0;
+    let bytes = 0;
+    let end: number | undefined;
+    for (const m of this.buffer) {
+      const n = eventCountOf(m);
+      if (end !== undefined && (events + n > limits.maxEvents || bytes + m.data.length > limits.maxBytes)) break;
+      events += n;
+      bytes += m.data.length;
+      end = m.seq;
+    }
+    return end;
+  }
+
   /** Takes buffered messages in order within the limits (always at least one when any is buffered). */
   take(limits: TakeLimits): JsMsg[] {
     const out: JsMsg[] = [];

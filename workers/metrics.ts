@@ -32,6 +32,13 @@ export function createWorkerMetrics() {
       buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers: r,
     }),
+    batchPhase: new Histogram({
+      name: 'spate_worker_batch_phase_seconds',
+      help: 'Time of each phase of a batch (prepare, connect, lock, dedup, load, compute, write, publish, commit)',
+      labelNames: ['phase'],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: r,
+    }),
     batchEvents: new Histogram({
       name: 'spate_worker_batch_events',
       help: 'Events per batch',

@@ -14,10 +14,11 @@ import { packOutputs, parseMessages, processedLine, type SourceMessage } from '.
 import { isConflictDbError, isTransientDbError } from './db.js';
 import { recordFreshEvents, type DedupGenerations } from './dedup.js';
 import type { GroupTypeRegistry } from './group-types.js';
+import type { GroupWriter } from './group-writer.js';
 import { MessageFeed } from './message-feed.js';
 import type { WorkerMetrics } from './metrics.js';
 import type { PersonCache } from './person-cache.js';
-import { loadPersons, lockPersons, OwnershipLostError, PersonConflictError, upsertGroups, writeBatch } from './person-store.js';
+import { loadPersons, lockPersons, OwnershipLostError, PersonConflictError, writeBatch } from './person-store.js';
 import { PersonWorkspace } from './person-workspace.js';
 import { lockPosition, planBatch, PositionMovedError, takeOverPartition } from './positions.js';
 import { distinctIdsToLoad, groupTypesOf, processEvents } from './process-events.js';
@@ -41,6 +42,7 @@ export interface PartitionContext {
   pool: pg.Pool;
   cache: PersonCache;
   groupTypes: GroupTypeRegistry;
+  groupWriter: GroupWriter;
   dedup: DedupGenerations;
   metrics: WorkerMetrics;
   logger: Logger;
@@ -61,6 +63,9 @@ export class PartitionProcessor {
   private wakeSleep: AbortController = new AbortController();
   private fence = 0;
   private position = 0;
+  /** End of the next batch as recorded in Postgres (pending_end), if any. */
+  private planned: number | undefined;
+  private feed: MessageFeed | undefined;
   private readonly log: Logger;
 
   constructor(
@@ -102,7 +107,7 @@ export class PartitionProcessor {
         if (start.reset) this.log.warn('stream was re-created since the stored position: starting again from its beginning');
         this.fence = start.fence;
         this.position = start.position;
-        let pendingEnd = start.pendingEnd;
+        this.planned = start.pendingEnd !== undefined && start.pendingEnd > this.position ? start.pendingEnd : undefined;
         const limits = this.ctx.limits;
         feed = new MessageFeed(this.ctx.js, {
           stream: this.streamName,
@@ -114,15 +119,15 @@ export class PartitionProcessor {
           bufferMaxBytes: limits.maxBytes + limits.fetchMaxBytes + this.ctx.maxPayload(),
         });
         await feed.open();
-        this.log.debug({ position: this.position, fence: this.fence, pendingEnd }, 'partition started');
+        this.feed = feed;
+        this.log.debug({ position: this.position, fence: this.fence, planned: this.planned }, 'partition started');
         while (!this.stopping) {
-          const batch = await this.nextBatch(feed, pendingEnd);
+          const batch = await this.nextBatch(feed, this.planned);
           if (!batch) {
             if (feed.ended) throw feed.error instanceof Error ? feed.error : new Error(`consumer ended: ${String(feed.error)}`);
             continue;
           }
-          await this.processWithRetry(batch.messages, batch.end);
-          pendingEnd = undefined;
+          await this.processWithRetry(batch.messages, batch.end, batch.end === this.planned);
           failures = 0;
         }
       } catch (err) {
@@ -155,28 +160,29 @@ export class PartitionProcessor {
       const messages = feed.take({ maxEvents: limits.maxEvents, maxBytes: limits.maxBytes });
       return messages.length > 0 ? { messages, end: messages[messages.length - 1]!.seq } : undefined;
     }
-    const deadline = Date.now() + 10_000;
-    let complete = false;
-    while (!this.stopping && !feed.ended && Date.now() < deadline) {
-      const last = feed.peekLast()!;
-      if (last.seq >= pendingEnd || last.info.pending === 0) {
-        complete = true;
-        break;
-      }
+    // A planned batch may have been published already: replay exactly its messages, so it gets
+    // the same PROCESSED ids. Wait until the feed reaches its end, or shows nothing exists up to it.
+    const last = feed.peekLast()!;
+    if (last.seq < pendingEnd && last.info.pending > 0) {
       await sleep(20);
+      return undefined;
     }
     const messages = feed.take({ maxEvents: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER, untilSeq: pendingEnd });
-    if (messages.length === 0) return undefined;
+    if (messages.length === 0) {
+      // Everything planned is gone from the stream (expired): nothing of it can be replayed.
+      this.planned = undefined;
+      return undefined;
+    }
     // Messages missing up to the planned end no longer exist (expired): the batch covers them too.
-    return { messages, end: complete ? pendingEnd : messages[messages.length - 1]!.seq };
+    return { messages, end: pendingEnd };
   }
 
-  private async processWithRetry(messages: JsMsg[], end: number): Promise<void> {
+  private async processWithRetry(messages: JsMsg[], end: number, planned: boolean): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       if (this.stopping && attempt > 0) throw new StoppedError('stopping with a batch not committed: it will be replayed');
       if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before the batch committed');
       try {
-        await this.processOnce(messages, end);
+        await this.processOnce(messages, end, planned);
         return;
       } catch (err) {
         if (err instanceof OwnershipLostError || err instanceof PositionMovedError) throw err;
@@ -190,9 +196,16 @@ export class PartitionProcessor {
     }
   }
 
-  private async processOnce(messages: JsMsg[], end: number): Promise<void> {
+  private async processOnce(messages: JsMsg[], end: number, planned: boolean): Promise<void> {
     const { pool, cache, groupTypes, dedup, metrics, limits } = this.ctx;
     const started = performance.now();
+    let mark = started;
+    const phases: [string, number][] = [];
+    const phase = (name: string) => {
+      const now = performance.now();
+      phases.push([name, now - mark]);
+      mark = now;
+    };
     const sources: SourceMessage[] = messages.map((m) => ({
       seq: m.seq,
       subject: m.subject,
@@ -206,9 +219,10 @@ export class PartitionProcessor {
     await groupTypes.ensure(pool, wantedTypes);
     const generation = dedup.current();
     await dedup.ensure(pool, generation);
-    await planBatch(pool, this.streamName, this.shard, this.fence, this.position, end);
+    phase('prepare');
 
     const client = await pool.connect();
+    phase('connect');
     let broken = false;
     let committed:
       | {
@@ -218,11 +232,16 @@ export class PartitionProcessor {
           duplicates: number;
           loaded: { cacheHits: number; cacheMisses: number };
           published: number;
+          nextPlannedEnd: number | undefined;
         }
       | undefined;
     try {
+      // The end must be durable before anything of the batch is published. Under load it was
+      // planned by the previous batch's commit; otherwise it is written now, ahead of the transaction.
+      if (!planned) await planBatch(client, this.streamName, this.shard, this.fence, this.position, messages[0]!.seq, end);
       await client.query('BEGIN');
       await lockPosition(client, this.streamName, this.shard, this.fence, this.position);
+    phase('lock');
 
       const firstSeen = new Map<string, (typeof parsed.events)[number]>();
       for (const e of parsed.events) if (!firstSeen.has(e.key)) firstSeen.set(e.key, e);
@@ -234,25 +253,31 @@ export class PartitionProcessor {
         unique.map((e) => e.event.uuid),
       );
       const events = parsed.events.filter((e) => fresh.has(e.key) && firstSeen.get(e.key) === e);
+    phase('dedup');
       const duplicates = parsed.events.length - events.length;
 
       const keys: [number, string][] = [];
       for (const e of events) for (const id of distinctIdsToLoad(e)) keys.push([e.projectId, id]);
       const loaded = await loadPersons(client, keys, cache);
+    phase('load');
       const workspace = new PersonWorkspace(loaded.lookups, loaded.persons);
       const result = processEvents(events, workspace, (p, t) => groupTypes.indexOf(p, t));
       const writes = workspace.writes();
+    phase('compute');
       const expected = new Map<string, number>();
       for (const u of writes.updates) expected.set(u.state.uuid, u.expectedVersion);
       for (const d of writes.deletes) expected.set(d.uuid, d.expectedVersion);
       await lockPersons(client, expected);
       const warnings = [...parsed.warnings, ...result.warnings];
+      const nextPlannedEnd = this.feed?.peekEnd({ maxEvents: limits.maxEvents, maxBytes: limits.maxBytes });
       await writeBatch(client, writes, warnings, {
         stream: this.streamName,
         shard: this.shard,
         fence: this.fence,
         position: end,
+        nextPlannedEnd,
       });
+    phase('write');
 
       const lines: string[][] = sources.map(() => []);
       events.forEach((e, i) => {
@@ -260,21 +285,28 @@ export class PartitionProcessor {
         if (out) lines[e.message]!.push(processedLine(out, e.line, result.untouched[i]!));
       });
       const parts = packOutputs(this.streamName, this.shard, sources, parsed.projects, lines, limits.publishPartBytes, this.ctx.maxPayload());
-      const acks = await Promise.all(
-        parts.map((p) => {
-          const h = headers();
-          h.set(HEADER_EVENT_COUNT, String(p.events));
-          return this.ctx.js.publish(p.subject, p.body, { msgID: p.msgId, headers: h, timeout: 10_000 });
-        }),
-      );
+      // Groups are written (outside this transaction, see group-writer.ts) while the batch is published;
+      // both are done before COMMIT, so a replay repeats them.
+      const groupsWritten = this.ctx.groupWriter.write(result.groups);
+      const [acks] = await Promise.all([
+        Promise.all(
+          parts.map((p) => {
+            const h = headers();
+            h.set(HEADER_EVENT_COUNT, String(p.events));
+            return this.ctx.js.publish(p.subject, p.body, { msgID: p.msgId, headers: h, timeout: 10_000 });
+          }),
+        ),
+        groupsWritten,
+      ]);
       const published = Date.now();
+    phase('publish');
       const duplicated = acks.filter((a) => a.duplicate).length;
       if (duplicated > 0) metrics.publishDuplicates.inc(duplicated);
       await this.ctx.faults?.afterPublish?.({ stream: this.streamName, shard: this.shard, first: sources[0]!.seq, last: end });
       if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before commit');
-      await upsertGroups(client, result.groups);
       await client.query('COMMIT');
-      committed = { writes, result, warnings, duplicates, loaded, published };
+    phase('commit');
+      committed = { writes, result, warnings, duplicates, loaded, published, nextPlannedEnd };
     } catch (err) {
       broken = isTransientDbError(err);
       await client.query('ROLLBACK').catch(() => {
@@ -286,6 +318,7 @@ export class PartitionProcessor {
     }
 
     this.position = end;
+    this.planned = committed?.nextPlannedEnd;
     if (!committed) return;
     const { writes, result, warnings, duplicates, loaded, published } = committed;
     cache.applyCommitted(writes);
@@ -295,6 +328,7 @@ export class PartitionProcessor {
     for (const s of sources) metrics.processingLatency.observe({ stream: this.streamName }, Math.max(0, published - s.storedAtMs) / 1000);
     metrics.batchDuration.observe({ stream: this.streamName }, (performance.now() - started) / 1000);
     metrics.batchEvents.observe(parsed.events.length);
+    for (const [name, ms] of phases) metrics.batchPhase.observe({ phase: name }, ms / 1000);
     for (const [kind, n] of result.kinds) metrics.eventsProcessed.inc({ kind }, n);
     if (duplicates > 0) metrics.eventsProcessed.inc({ kind: 'duplicate' }, duplicates);
     if (parsed.malformed > 0) metrics.eventsProcessed.inc({ kind: 'malformed' }, parsed.malformed);

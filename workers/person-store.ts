@@ -161,6 +161,8 @@ export interface PositionCommit {
   shard: number;
   fence: number;
   position: number;
+  /** End of the next batch, already buffered: planned with this commit, so it needs no write of its own. */
+  nextPlannedEnd?: number;
 }
 
 /**
@@ -201,7 +203,7 @@ export async function writeBatch(
        INSERT INTO ingestion_warnings (project_id, type, details)
        SELECT * FROM unnest($20::int[], $21::text[], $22::jsonb[]) RETURNING 1),
      pos AS (
-       UPDATE shard_positions SET position = $25, pending_end = NULL, updated_at = now()
+       UPDATE shard_positions SET position = $25, pending_end = $27, updated_at = now()
        WHERE stream = $23 AND shard = $24 AND fence = $26 RETURNING 1)
      SELECT (SELECT count(*) FROM ins_p)::int AS ins_p, (SELECT count(*) FROM upd_p)::int AS upd_p,
             (SELECT count(*) FROM del_p)::int AS del_p, (SELECT count(*) FROM ins_d)::int AS ins_d,
@@ -234,6 +236,7 @@ export async function writeBatch(
       position.shard,
       position.position,
       position.fence,
+      position.nextPlannedEnd ?? null,
     ],
   );
   const r = rows[0]!;
@@ -247,11 +250,10 @@ export async function writeBatch(
 }
 
 /**
- * Groups are shared by every shard of a project: upserted last, just before COMMIT, so their row
- * locks are held for a moment rather than across the publish. A shallow merge in SQL (no read
- * needed); created_at is kept. Rows come sorted, so concurrent batches lock them in one order.
+ * Groups: a shallow merge in SQL (no read needed); created_at is kept. Rows come sorted, so
+ * concurrent writers lock them in one order.
  */
-export async function upsertGroups(client: pg.ClientBase, groups: readonly GroupUpsert[]): Promise<void> {
+export async function upsertGroups(client: pg.ClientBase | pg.Pool, groups: readonly GroupUpsert[]): Promise<void> {
   if (groups.length === 0) return;
   await client.query(
     `INSERT INTO groups (project_id, group_type_index, group_key, group_properties, created_at)

@@ -28,12 +28,12 @@ describe('positions and dedup', () => {
   it('fence - a new owner raises the fence; the former owner can neither plan nor commit', async () => {
     const a = await takeOverPartition(pool, 'EVENTS', 1, 'a', 'created-1');
     expect(a).toMatchObject({ position: 0, pendingEnd: undefined, reset: false });
-    await planBatch(pool, 'EVENTS', 1, a.fence, 0, 10);
+    await planBatch(pool, 'EVENTS', 1, a.fence, 0, 1, 10);
     const b = await takeOverPartition(pool, 'EVENTS', 1, 'b', 'created-1');
     expect(b.fence).toBeGreaterThan(a.fence);
     // The planned batch is handed over: the new owner replays exactly up to 10.
     expect(b.pendingEnd).toBe(10);
-    await expect(planBatch(pool, 'EVENTS', 1, a.fence, 0, 10)).rejects.toBeInstanceOf(OwnershipLostError);
+    await expect(planBatch(pool, 'EVENTS', 1, a.fence, 0, 1, 10)).rejects.toBeInstanceOf(OwnershipLostError);
     const client = await pool.connect();
     try {
       await client.query('BEGIN');

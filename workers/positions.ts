@@ -64,17 +64,20 @@ export async function takeOverPartition(
 
 /** Records the end of the batch about to be published, before anything of it is published. */
 export async function planBatch(
-  pool: pg.Pool,
+  pool: pg.Pool | pg.ClientBase,
   stream: string,
   shard: number,
   fence: number,
   position: number,
+  first: number,
   end: number,
 ): Promise<void> {
+  // A different plan is kept unless all of it lies before this batch (its messages expired).
   const { rowCount } = await pool.query(
     `UPDATE shard_positions SET pending_end = $5
-     WHERE stream = $1 AND shard = $2 AND fence = $3 AND position = $4 AND (pending_end IS NULL OR pending_end = $5)`,
-    [stream, shard, fence, position, end],
+     WHERE stream = $1 AND shard = $2 AND fence = $3 AND position = $4
+       AND (pending_end IS NULL OR pending_end = $5 OR pending_end < $6)`,
+    [stream, shard, fence, position, end, first],
   );
   if (rowCount !== 1) await explainMismatch(pool, stream, shard, fence, position);
 }

@@ -353,7 +353,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     const seconds = (performance.now() - t0) / 1000;
     if (process.env.BENCH_DEBUG) {
       const text = await fetch(`${statusUrl}/metrics`).then((r) => r.text());
-      o.log(text.split('\n').filter((l) => /^spate_worker_(batch_duration_seconds_(sum|count)|batch_events_(sum|count)|batch_retries|person_cache|publish_dup)/.test(l)).join('\n'));
+      o.log(text.split('\n').filter((l) => /^spate_worker_(batch_duration_seconds_(sum|count)|batch_events_(sum|count)|batch_phase_seconds_sum|batch_retries|person_cache|publish_dup)/.test(l)).join('\n'));
     }
     const drained = o.events - n0;
     const perEvent = (used: number) => Math.round((used / drained) * 1e6 * 10) / 10;
@@ -390,6 +390,10 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     }
     await waitUntil(caughtUp, 120_000, 'the latency phase to drain');
+    if (process.env.BENCH_DEBUG) {
+      const text = await fetch(`${statusUrl}/metrics`).then((r) => r.text());
+      o.log(text.split('\n').filter((l) => /^spate_worker_(batch_duration_seconds_(sum|count)|batch_events_(sum|count)|batch_phase_seconds_sum|batch_retries)/.test(l)).join('\n'));
+    }
     await db.end();
     const latencies = await processedLatencies(nc, fromSeq, sentAt);
     const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
