@@ -13,7 +13,7 @@ describe('worker config', () => {
       dedupWindow: 3_600_000,
       batchMaxBytes: 8 * 1024 * 1024,
     });
-    expect(c.workerId).toBeUndefined();
+    expect(c.workerId).toBe('');
   });
 
   it('config - reports every bad variable at once', () => {

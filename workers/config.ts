@@ -15,8 +15,8 @@ export const workerConfigDefinition = {
   natsReplicas: setting('NATS_REPLICAS', envInt(1, 1), 'replicas of the KV buckets the worker creates (3 on a 3-node cluster)'),
   workerId: setting(
     'WORKER_ID',
-    z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, - and _ only (1–64)').optional(),
-    'this worker\'s name in the membership bucket (default: host-pid-random)',
+    z.string().regex(/^[A-Za-z0-9_-]{0,64}$/, 'letters, digits, - and _ only (at most 64)').default(''),
+    'this worker\'s name in the membership bucket; empty: <host>-<pid>-<random>',
   ),
   metricsHost: setting('WORKER_METRICS_HOST', envString('127.0.0.1'), 'address of the /metrics, /_health, /_ready server'),
   metricsPort: setting('WORKER_METRICS_PORT', envInt(0, 0), 'port of the /metrics, /_health, /_ready server (0 = any free port)'),

@@ -51,7 +51,7 @@ export interface Worker {
 }
 
 export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): Promise<Worker> {
-  const workerId = config.workerId ?? defaultWorkerId();
+  const workerId = config.workerId || defaultWorkerId();
   const logger = (deps.logger ?? createLogger('worker')).child({ workerId });
   const metrics = createWorkerMetrics();
   let stage = 'starting';

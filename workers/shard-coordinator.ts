@@ -46,7 +46,8 @@ export async function openWorkersBucket(nc: NatsConnection, ttlMs: number, repli
 }
 
 export class ShardCoordinator {
-  private readonly owned = new Map<number, { lease: ShardLease; runner: ShardRunner }>();
+  /** Leases this worker holds; `releasing` while its runner finishes (the lease is still renewed meanwhile). */
+  private readonly owned = new Map<number, { lease: ShardLease; runner: ShardRunner; releasing?: Promise<void> }>();
   private readonly lost = new Set<number>();
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
@@ -88,8 +89,9 @@ export class ShardCoordinator {
     return this.joined;
   }
 
+  /** Shards this worker processes (held and not being released). */
   ownedShards(): number[] {
-    return [...this.owned.keys()].sort((a, b) => a - b);
+    return [...this.owned].filter(([, h]) => !h.releasing).map(([s]) => s).sort((a, b) => a - b);
   }
 
   liveMembers(): string[] {
@@ -104,7 +106,7 @@ export class ShardCoordinator {
     this.watcher?.stop();
     await this.ticking;
     await this.kv.delete(this.memberKey).catch((err: unknown) => this.logger.warn({ err: errorText(err) }, 'could not remove membership'));
-    await Promise.all(this.ownedShards().map((shard) => this.release(shard)));
+    await Promise.all([...this.owned.keys()].map((shard) => this.release(shard)));
     this.metrics.ownedShards.set(0);
   }
 
@@ -155,7 +157,11 @@ export class ShardCoordinator {
     if (this.stopped) return;
     const { workerId, shardCount } = this.options;
     try {
-      await this.kv.put(this.memberKey, JSON.stringify({ id: workerId, pid: process.pid, at: new Date().toISOString() }));
+      await withTimeout(
+        this.kv.put(this.memberKey, JSON.stringify({ id: workerId, pid: process.pid, at: new Date().toISOString() })),
+        this.kvTimeoutMs,
+        'membership heartbeat',
+      );
       this.joined = true;
     } catch (err) {
       this.logger.warn({ err: errorText(err) }, 'membership heartbeat failed');
@@ -163,7 +169,7 @@ export class ShardCoordinator {
     await this.renewAll();
     for (const shard of this.lost) {
       this.lost.delete(shard);
-      if (this.owned.has(shard)) await this.release(shard);
+      if (this.owned.has(shard)) void this.release(shard);
     }
 
     let members: string[];
@@ -179,19 +185,35 @@ export class ShardCoordinator {
     const desired = new Set(assignShards(members, shardCount).get(workerId) ?? []);
     if (changed) this.logger.info({ members: members.length, desired: [...desired] }, 'membership changed');
 
-    await Promise.all(this.ownedShards().filter((s) => !desired.has(s)).map((s) => this.release(s)));
+    // Releases run in the background: a shard finishing its batch must not hold up renewals of the others.
+    for (const s of this.ownedShards()) if (!desired.has(s)) void this.release(s);
     for (const shard of desired) {
       if (this.owned.has(shard) || this.stopped) continue;
       await this.acquire(shard);
     }
-    this.metrics.ownedShards.set(this.owned.size);
+    this.metrics.ownedShards.set(this.ownedShards().length);
+  }
+
+  /** KV calls of a tick must end well within a TTL, or renewals would starve. */
+  private get kvTimeoutMs(): number {
+    return Math.max(500, Math.floor(this.options.ttlMs / 3));
   }
 
   private async listMembers(): Promise<string[]> {
     const out: string[] = [];
-    const iter = await this.kv.keys('members.*');
-    // A key renewed while being listed can come twice.
-    for await (const key of iter) out.push(key.slice('members.'.length));
+    const iter = await withTimeout(this.kv.keys('members.*'), this.kvTimeoutMs, 'listing members');
+    // A busy bucket keeps a listing going (keys renewed meanwhile come again): cut it off.
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      iter.stop();
+    }, this.kvTimeoutMs);
+    try {
+      for await (const key of iter) out.push(key.slice('members.'.length));
+    } finally {
+      clearTimeout(timer);
+    }
+    if (timedOut) throw new Error('listing members timed out');
     return [...new Set(out)];
   }
 
@@ -203,7 +225,7 @@ export class ShardCoordinator {
     const sentAt = Date.now();
     let revision: number;
     try {
-      revision = await this.kv.create(`shards.${shard}`, this.leaseValue());
+      revision = await withTimeout(this.kv.create(`shards.${shard}`, this.leaseValue()), this.kvTimeoutMs, 'lease create');
     } catch {
       return; // held by another worker (or NATS is away): try again next tick
     }
@@ -224,7 +246,11 @@ export class ShardCoordinator {
       [...this.owned.values()].map(async ({ lease }) => {
         const sentAt = Date.now();
         try {
-          lease.revision = await this.kv.update(`shards.${lease.shard}`, this.leaseValue(), lease.revision);
+          lease.revision = await withTimeout(
+            this.kv.update(`shards.${lease.shard}`, this.leaseValue(), lease.revision),
+            this.kvTimeoutMs,
+            'lease renewal',
+          );
           lease.deadline = this.deadlineFrom(sentAt);
         } catch (err) {
           const msg = errorText(err);
@@ -240,14 +266,29 @@ export class ShardCoordinator {
     );
   }
 
-  private async release(shard: number): Promise<void> {
+  private release(shard: number): Promise<void> {
     const held = this.owned.get(shard);
-    if (!held) return;
-    this.owned.delete(shard);
-    await held.runner.stop();
-    // Only our own revision is deleted: a lease another worker holds by now stays.
-    await this.kv.delete(`shards.${shard}`, { previousSeq: held.lease.revision }).catch(() => undefined);
-    this.metrics.leaseChanges.inc({ change: 'released' });
-    this.logger.info({ shard }, 'shard released');
+    if (!held) return Promise.resolve();
+    held.releasing ??= (async () => {
+      await held.runner.stop();
+      this.owned.delete(shard);
+      // Only our own revision is deleted: a lease another worker holds by now stays.
+      await this.kv.delete(`shards.${shard}`, { previousSeq: held.lease.revision }).catch(() => undefined);
+      this.metrics.leaseChanges.inc({ change: 'released' });
+      this.metrics.ownedShards.set(this.ownedShards().length);
+      this.logger.info({ shard }, 'shard released');
+    })();
+    return held.releasing;
   }
+}
+
+/** Rejects when `promise` takes longer than `ms` (the operation itself may still finish later). */
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
