@@ -1,0 +1,32 @@
+// Reads the PROCESSED stream and counts how often each event uuid appears in it.
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { connectNats, parseNdjson, STREAMS, type NatsConnection, type ProcessedEvent } from '../../lib/index.js';
+
+export class ProcessedCounter {
+  readonly counts = new Map<string, number>();
+  private nextSeq = 1;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly jsm: JetStreamManager,
+  ) {}
+
+  static async open(natsUrl: string): Promise<ProcessedCounter> {
+    const nc = await connectNats(natsUrl, 'fault-test-reader');
+    return new ProcessedCounter(nc, await jetstreamManager(nc));
+  }
+
+  /** Reads every message stored since the last call. */
+  async refresh(): Promise<void> {
+    const info = await this.jsm.streams.info(STREAMS.processed);
+    for (let seq = Math.max(this.nextSeq, info.state.first_seq); seq <= info.state.last_seq; seq++) {
+      const m = await this.jsm.streams.getMessage(STREAMS.processed, { seq });
+      if (m) for (const e of parseNdjson<ProcessedEvent>(m.data)) this.counts.set(e.uuid, (this.counts.get(e.uuid) ?? 0) + 1);
+      this.nextSeq = seq + 1;
+    }
+  }
+
+  close(): Promise<void> {
+    return this.nc.close();
+  }
+}
