@@ -1,3 +1,5 @@
+import { isUuid } from '../../lib/index.js';
+
 // A steady, bounded load of capture and batch requests, as SDKs send them: every event has its
 // own uuid, and a request that fails (5xx, network error) is retried with the same body, as
 // the SDKs do. It records which uuids were acknowledged (got a 2xx) and which were only sent.
@@ -28,10 +30,13 @@ export interface LoadOptions {
 let sequence = 0;
 
 function uuid(label: string): string {
-  // Unique per process run and readable when debugging: 8-4-4-4-12 hex.
+  // Unique per process run and readable when debugging: 8-4-4-4-12 hex, the label in front.
+  // (It must be a valid uuid: capture replaces an invalid one with its own.)
   const n = (sequence++).toString(16).padStart(12, '0');
   const tag = Buffer.from(label.padEnd(4, '_').slice(0, 4)).toString('hex');
-  return `${tag}0000-0000-4000-8000-${n}`;
+  const id = `${tag}-0000-4000-8000-${n}`;
+  if (!isUuid(id)) throw new Error(`not a uuid: ${id}`);
+  return id;
 }
 
 function event(label: string, i: number, users: number): { uuid: string; body: Record<string, unknown> } {
