@@ -40,6 +40,11 @@ function operation(route: Route): Json {
     );
   }
 
+  const queryShape = route.query ? (route.query.shape as Record<string, z.ZodType>) : {};
+  for (const [name, schema] of Object.entries(queryShape)) {
+    const { description, ...json } = withoutDialect(z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }));
+    parameters.push({ name, in: 'query', required: false, ...(description ? { description } : {}), schema: json });
+  }
   const responses: Json = {};
   const okId = idOf(route.response.schema);
   if (route.response.schema && !okId) throw new Error(`${route.operationId}: response schema is not registered in apiSchemas`);
@@ -94,7 +99,7 @@ export function buildOpenApiDocument(routes: readonly Route[], version: string):
       title: 'Spate management API',
       version,
       description:
-        'Organizations, domains, invites, members and projects of a Spate cluster. ' +
+        'Organizations, domains, invites, members, projects, batch exports, pipeline plugins and plugin configs of a Spate cluster. ' +
         'Authenticate with `Authorization: Bearer <personal API key>`. Errors are ' +
         '`{"type","code","detail","attr"}`. Lists take `limit` (default 100) and `offset`.',
     },
