@@ -122,14 +122,28 @@ const BACKFILL_STATUS = `
   where b.id = s.backfill_id and b.status is distinct from s.status`;
 
 async function upsertRuns(pool: Pool, input: RunUpdateRow[]): Promise<number> {
-  // One statement may not update a row twice: keep the newest state of each run.
-  const newest = new Map<string, RunUpdateRow>();
-  for (const r of input) {
+  // One statement may not update a row twice: fold the lines of each run into one, as applying
+  // them one by one would (the newest status; each other field from the newest line that has it).
+  const folded = new Map<string, RunUpdateRow>();
+  const byTime = [...input].sort((a, b) => a.updated_at.getTime() - b.updated_at.getTime());
+  for (const r of byTime) {
     const key = runKey(r);
-    const seen = newest.get(key);
-    if (!seen || seen.updated_at.getTime() <= r.updated_at.getTime()) newest.set(key, r);
+    const seen = folded.get(key);
+    folded.set(
+      key,
+      seen
+        ? {
+            ...r,
+            records_completed: r.records_completed ?? seen.records_completed,
+            records_total_count: r.records_total_count ?? seen.records_total_count,
+            latest_error: r.latest_error ?? seen.latest_error,
+            cursor: r.cursor ?? seen.cursor,
+            finished_at: r.finished_at ?? seen.finished_at,
+          }
+        : r,
+    );
   }
-  const rows = [...newest.values()];
+  const rows = [...folded.values()];
   return inTransaction(pool, async (db) => {
     const result = await db.query<{ backfill_id: string | null }>(UPSERT_RUNS, [
       rows.map((r) => r.batch_export_id),
