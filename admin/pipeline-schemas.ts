@@ -176,7 +176,7 @@ const pluginFields = {
   name: text(200).min(1),
   description: text(10_000),
   icon: text(10_000).nullable(),
-  config_schema: z.union([z.array(z.unknown()), jsonObject()]).meta({ description: 'A list of fields ({key, name, type, required, secret, …})' }),
+  config_schema: z.union([z.array(z.unknown()), jsonObject()], { error: 'Expected a list of fields or a dictionary.' }).meta({ description: 'A list of fields ({key, name, type, required, secret, …})' }),
   tag: text(200).nullable(),
   is_global: z.boolean().meta({ description: 'Visible to every organization; needs plugins_access_level 9' }),
   capabilities: capabilities(),
@@ -240,7 +240,13 @@ export const pluginConfigCreate = z
 export const pluginConfigUpdate = z.object(pluginConfigFields).partial().register(apiSchemas, { id: 'PatchedPluginConfig' });
 
 export const pluginConfigRearrange = z
-  .object({ orders: z.record(z.string().regex(/^\d{1,10}$/, { message: 'Not a valid plugin config id.' }), int32()).optional() })
+  .object({
+    orders: z
+      .record(z.string().regex(/^\d{1,10}$/), int32(), {
+        error: (issue) => (issue.code === 'invalid_key' ? 'Not a valid plugin config id.' : undefined),
+      })
+      .optional(),
+  })
   .meta({ description: '{"orders": {"<plugin config id>": <order>}}; configs that are not enabled configs of the project are ignored' })
   .register(apiSchemas, { id: 'PluginConfigRearrange' });
 
