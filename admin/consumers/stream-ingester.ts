@@ -3,10 +3,11 @@
 // sink's inserts are idempotent (by entry id or run identity), so redelivery never duplicates.
 //
 // All admin replicas share one durable pull consumer, so each message goes to one of them at a
-// time. A burst is consumed as fast as PostgreSQL takes it: while messages are waiting in the
-// client's buffer they are gathered into one batch; when the buffer is empty the batch is
-// stored at once, so a trickle is stored within milliseconds. PostgreSQL down: the batch is
-// retried (its ack deadline extended) and nothing further is pulled beyond the client buffer.
+// time. A reader parses messages as they arrive into a queue; a writer stores whatever the queue
+// holds (up to LOG_BATCH_ROWS per INSERT) whenever it is free. So a trickle is stored at once,
+// and during a burst each INSERT takes everything that arrived while the previous one ran. The
+// reader waits when the queue is full, so memory stays bounded. PostgreSQL down: the batch is
+// retried (its ack deadline extended) and the queue fills up and stops the reader.
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   AckPolicy,
@@ -23,8 +24,8 @@ import type { Pool } from '../db/pool.js';
 const NANOS = 1_000_000;
 /** Redelivery after this long without an ack (a batch in progress extends it). */
 const ACK_WAIT_MS = 60_000;
-/** Bytes pulled ahead into the client buffer. */
-const PULL_BYTES = 16 * 1024 * 1024;
+/** Messages pulled ahead into the client buffer. */
+const PULL_MESSAGES = 100;
 
 export interface SinkResult {
   /** Rows written now. */
@@ -49,10 +50,20 @@ export interface IngesterOptions {
   batchRows: number;
 }
 
+interface Parsed<Row> {
+  msg: JsMsg;
+  rows: Row[];
+}
+
 export class StreamIngester<Row> {
   private messages: ConsumerMessages | undefined;
-  private loop: Promise<void> | undefined;
+  private loops: Promise<unknown> | undefined;
   private stopped = false;
+  private readerDone = false;
+  private readonly queue: Array<Parsed<Row>> = [];
+  private queuedRows = 0;
+  private wakeWriter: (() => void) | undefined;
+  private wakeReader: (() => void) | undefined;
   private readonly lines: Counter<'sink' | 'outcome'>;
 
   constructor(
@@ -98,36 +109,57 @@ export class StreamIngester<Row> {
       }
     }
     const consumer = await jetstream(this.nc).consumers.get(this.sink.stream, this.sink.durable);
-    this.messages = await consumer.consume({ max_bytes: PULL_BYTES });
-    this.loop = this.run(this.messages).catch((err: unknown) => this.log.error({ err, sink: this.sink.name }, 'stream consumer stopped'));
+    this.messages = await consumer.consume({ max_messages: PULL_MESSAGES });
+    const failed = (err: unknown) => this.log.error({ err, sink: this.sink.name }, 'stream consumer stopped');
+    this.loops = Promise.all([this.read(this.messages).catch(failed), this.write().catch(failed)]);
   }
 
   /** Stops pulling and finishes the batch in progress; unacknowledged messages go to another replica. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.messages?.stop();
-    await this.loop;
+    this.wakeReader?.();
+    await this.loops;
   }
 
-  private async run(messages: ConsumerMessages): Promise<void> {
-    let batch: JsMsg[] = [];
-    let rows: Row[] = [];
-    for await (const msg of messages) {
-      const parsed = this.sink.parse(msg);
-      if (parsed.invalid > 0) {
-        this.lines.inc({ sink: this.sink.name, outcome: 'invalid' }, parsed.invalid);
-        this.log.warn({ sink: this.sink.name, subject: msg.subject, seq: msg.seq, invalid: parsed.invalid }, 'dropped invalid lines');
+  private async read(messages: ConsumerMessages): Promise<void> {
+    try {
+      for await (const msg of messages) {
+        const parsed = this.sink.parse(msg);
+        if (parsed.invalid > 0) {
+          this.lines.inc({ sink: this.sink.name, outcome: 'invalid' }, parsed.invalid);
+          this.log.warn({ sink: this.sink.name, subject: msg.subject, seq: msg.seq, invalid: parsed.invalid }, 'dropped invalid lines');
+        }
+        this.queue.push({ msg, rows: parsed.rows });
+        this.queuedRows += parsed.rows.length;
+        this.wakeWriter?.();
+        while (this.queuedRows >= 2 * this.options.batchRows && !this.stopped) await new Promise<void>((r) => (this.wakeReader = r));
+        if (this.stopped) break;
       }
-      batch.push(msg);
-      rows.push(...parsed.rows);
-      if (messages.getPending() === 0 || rows.length >= this.options.batchRows) {
-        await this.store(batch, rows);
-        batch = [];
-        rows = [];
-      }
-      if (this.stopped) break;
+    } finally {
+      this.readerDone = true;
+      this.wakeWriter?.();
     }
-    if (batch.length > 0) await this.store(batch, rows);
+  }
+
+  private async write(): Promise<void> {
+    for (;;) {
+      if (this.queue.length === 0) {
+        if (this.readerDone) return;
+        await new Promise<void>((r) => (this.wakeWriter = r));
+        continue;
+      }
+      const batch: JsMsg[] = [];
+      const rows: Row[] = [];
+      while (this.queue.length > 0 && (batch.length === 0 || rows.length + this.queue[0]!.rows.length <= this.options.batchRows)) {
+        const next = this.queue.shift()!;
+        batch.push(next.msg);
+        rows.push(...next.rows);
+      }
+      await this.store(batch, rows);
+      this.queuedRows -= rows.length;
+      this.wakeReader?.();
+    }
   }
 
   /** Stores the rows of `batch`, retrying while PostgreSQL fails, then acknowledges the messages. */
