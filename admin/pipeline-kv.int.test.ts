@@ -27,7 +27,7 @@ interface Seen {
 }
 
 /** Records every change of a bucket from now on. */
-async function watchBucket(bucket: string): Promise<{ seen: Seen[]; stop(): void; kv: KV }> {
+async function watchBucket(bucket: string): Promise<{ seen: Seen[]; stop: () => void; kv: KV }> {
   const kv = await new Kvm(f.nc).open(bucket);
   const watch = await kv.watch({ include: KvWatchInclude.UpdatesOnly });
   const seen: Seen[] = [];
