@@ -54,9 +54,12 @@ function operation(route: Route): Json {
   const bodyId = idOf(route.requestBody);
   if (route.requestBody && !bodyId) throw new Error(`${route.operationId}: request schema is not registered in apiSchemas`);
   if (bodyId) responses['400'] = errorResponse('Invalid body (validation_error and the more specific codes), or malformed JSON (parse_error)');
+  else if (route.errors?.includes(400)) responses['400'] = errorResponse('Invalid query parameters (validation_error)');
   responses['401'] = errorResponse('No personal API key (not_authenticated) or an unknown one (authentication_failed)');
   responses['403'] = errorResponse(
-    route.errors?.includes(403) ? 'Missing scope, or the action needs a higher membership level (permission_denied)' : 'Missing scope (permission_denied)',
+    route.errors?.includes(403)
+      ? "Missing scope, or the caller's membership level or the organization's plugins_access_level does not allow the action (permission_denied)"
+      : 'Missing scope (permission_denied)',
   );
   responses['404'] = errorResponse('No such resource visible to this key (not_found)');
   if (bodyId) responses['415'] = errorResponse('Body is not application/json (unsupported_media_type)');

@@ -341,6 +341,7 @@ export const pluginConfigRoutes: Route[] = [
     paginated: true,
     query: pluginLogQuery,
     response: { status: 200, description: 'A page of log entries', schema: paginatedPluginLogs },
+    errors: [400],
     async handler({ principal, params, query, url, services }) {
       const { config } = await configOr404(services.pool, principal, { project_id: params.project_id, id: params.plugin_config_id });
       const filters = logFilters(query);
