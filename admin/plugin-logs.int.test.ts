@@ -8,6 +8,7 @@ import { newPluginConfig } from '../test/admin/endpoints.js';
 import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
 import { waitFor } from '../test/kit/index.js';
 import { startAdmin } from './index.js';
+import { deleteOldLogEntries } from './log-retention.js';
 import { paginatedPluginLogs } from './pipeline-schemas.js';
 
 let f: AdminFixture;
@@ -205,6 +206,28 @@ describe('plugin logs', () => {
     }
     await waitFor('stored after the outage', async () => (await storedCount(config.id)) === 3_000, 60_000, 200);
   }, 90_000);
+
+  it('plugin logs - LOG_RETENTION deletes entries older than the retention, plugin and batch export logs alike', async () => {
+    const config = await newPluginConfig(f, owner);
+    const old = new Date(Date.now() - 20 * 86_400_000);
+    const recent = new Date(Date.now() - 86_400_000);
+    await f.db.query(
+      `insert into plugin_log_entries (id, team_id, plugin_id, plugin_config_id, timestamp, source, type, message)
+       select gen_random_uuid(), $1, $2, $3, case when i % 2 = 0 then $4::timestamptz else $5::timestamptz end, 'PLUGIN', 'INFO', 'm'
+       from generate_series(1, 25000) i`,
+      [owner.projectId, config.plugin, config.id, old, recent],
+    );
+    await f.db.query(
+      `insert into batch_export_log_entries (id, team_id, batch_export_id, timestamp, level, message)
+       values (gen_random_uuid(), $1, gen_random_uuid(), $2, 'INFO', 'old'), (gen_random_uuid(), $1, gen_random_uuid(), $3, 'INFO', 'new')`,
+      [owner.projectId, old, recent],
+    );
+    const before = (await f.db.query('select count(*)::int as n from batch_export_log_entries')).rows[0].n;
+    expect(await deleteOldLogEntries(f.db, 14 * 86_400_000)).toBeGreaterThanOrEqual(12_501);
+    expect(await storedCount(config.id)).toBe(12_500);
+    expect((await f.db.query('select count(*)::int as n from batch_export_log_entries')).rows[0].n).toBe(before - 1);
+    expect(await deleteOldLogEntries(f.db, 14 * 86_400_000)).toBe(0);
+  });
 
   it('plugin logs - two admin replicas share the stream: every entry stored exactly once', async () => {
     const second = await startAdmin(f.config, { logger: createLogger('admin-test', 'silent') });
