@@ -16,12 +16,15 @@ import type { Logger, NatsConnection } from '../lib/index.js';
 import type { Pool } from './db/pool.js';
 
 const RETRY_MS = 2_000;
+const MAX_RETRY_MS = 60_000;
 /** How long a request waits for its KV update before answering anyway (NATS down: it retries). */
 const REQUEST_WAIT_MS = 2_000;
 
 export interface ReconcileResult {
   put: number;
   deleted: number;
+  /** Keys that could not be written (logged; retried by the next reconcile). */
+  failed: number;
 }
 
 /** What one bucket mirrors. Values are compared as strings, so build them deterministically. */
@@ -44,6 +47,7 @@ export class KvMirror {
   private timer: NodeJS.Timeout | undefined;
   private retry: NodeJS.Timeout | undefined;
   private stopped = false;
+  private retriesInRow = 0;
 
   private constructor(
     readonly kv: KV,
@@ -86,7 +90,11 @@ export class KvMirror {
     await this.enqueueStrict(() => this.syncNow(keys));
   }
 
-  /** Makes the whole bucket agree with PostgreSQL. Throws if it could not (callers at start want to know). */
+  /**
+   * Makes the whole bucket agree with PostgreSQL. Throws if it could not read PostgreSQL or list
+   * the bucket (callers at start want to know); keys that could not be written are counted in
+   * `failed`, logged and retried.
+   */
   async reconcile(): Promise<ReconcileResult> {
     return this.enqueueStrict(() => this.reconcileNow());
   }
@@ -130,28 +138,50 @@ export class KvMirror {
 
   private scheduleRetry(): void {
     if (this.stopped || this.retry) return;
+    // 2 s, 4 s, … up to a minute while the failures go on (a key that cannot be written at all
+    // must not flood the log).
+    const delay = Math.min(MAX_RETRY_MS, RETRY_MS * 2 ** this.retriesInRow++);
     this.retry = setTimeout(() => {
       this.retry = undefined;
       void this.enqueue('reconcile', () => this.reconcileNow());
-    }, RETRY_MS);
+    }, delay);
     this.retry.unref();
   }
 
   private async syncNow(keys: readonly string[]): Promise<void> {
     const wanted = await this.spec.load(this.pool, keys);
-    for (const key of new Set(keys)) await this.apply(key, wanted.get(key));
+    const failures: unknown[] = [];
+    for (const key of new Set(keys)) await this.apply(key, wanted.get(key)).catch((err: unknown) => failures.push(err));
+    throwIfAny(failures);
   }
 
   private async reconcileNow(): Promise<ReconcileResult> {
     const wanted = await this.spec.loadAll(this.pool);
-    const result: ReconcileResult = { put: 0, deleted: 0 };
-    for (const [key, value] of wanted) if ((await this.apply(key, value)) === 'put') result.put++;
+    const result: ReconcileResult = { put: 0, deleted: 0, failed: 0 };
+    // One key that cannot be written (say, a value over NATS's max payload) must not keep the
+    // others stale: every key is tried, then the failures are logged and retried.
+    const failures: unknown[] = [];
+    const count = async (key: string, value: string | undefined) => {
+      try {
+        const done = await this.apply(key, value);
+        if (done === 'put') result.put++;
+        if (done === 'deleted') result.deleted++;
+      } catch (err) {
+        failures.push(err);
+      }
+    };
+    for (const [key, value] of wanted) await count(key, value);
     const present: string[] = [];
     for await (const key of await this.kv.keys()) present.push(key);
-    for (const key of present) {
-      if (!wanted.has(key) && (await this.apply(key, undefined)) === 'deleted') result.deleted++;
-    }
+    for (const key of present) if (!wanted.has(key)) await count(key, undefined);
+    result.failed = failures.length;
     if (result.put > 0 || result.deleted > 0) this.log.info({ ...result, bucket: this.spec.bucket }, 'reconciled KV bucket');
+    if (failures.length > 0) {
+      this.log.warn({ err: failures[0], failed: failures.length, bucket: this.spec.bucket }, 'KV keys could not be written; retrying');
+      this.scheduleRetry();
+    } else {
+      this.retriesInRow = 0;
+    }
     return result;
   }
 
@@ -224,4 +254,9 @@ export class KvMirror {
       void this.sync(keys);
     });
   }
+}
+
+function throwIfAny(failures: unknown[]): void {
+  if (failures.length === 1) throw failures[0];
+  if (failures.length > 1) throw new AggregateError(failures, `${failures.length} KV writes failed`);
 }

@@ -230,6 +230,33 @@ describe('pipeline KV buckets', () => {
     }
   });
 
+  it('kv - a record too large for NATS never keeps other keys stale, and the server still starts', async () => {
+    const big = await f.newUser('big@kv.example');
+    const plugin = await newPlugin(f, big);
+    const configs = `/api/projects/${big.projectId}/plugin_configs/`;
+    const blob = 'x'.repeat(900_000);
+    // Ten such configs make the project's record larger than the test server's max payload (8 MiB).
+    for (let order = 0; order < 10; order++) {
+      expect((await f.api('POST', configs, { key: big.key, body: { plugin: plugin.id, order, enabled: true, config: { blob } } })).status).toBe(201);
+    }
+    const configsKv = await new Kvm(f.nc).open(PLUGIN_CONFIGS_BUCKET);
+    const ownerKey = String(owner.projectId);
+    const plugin2 = await newPlugin(f, owner);
+    await f.api('POST', `/api/projects/${owner.projectId}/plugin_configs/`, { key: owner.key, body: { plugin: plugin2.id, order: 1, enabled: true } });
+    const right = await kvValue(PLUGIN_CONFIGS_BUCKET, ownerKey);
+    await configsKv.put(ownerKey, '{"stale":true}');
+    await configsKv.put('434343', '{}');
+    const second = await startAdmin(f.config, { logger: createLogger('admin-test', 'silent') });
+    try {
+      expect(await kvValue(PLUGIN_CONFIGS_BUCKET, ownerKey)).toEqual(right);
+      expect(await kvValue(PLUGIN_CONFIGS_BUCKET, '434343')).toBeUndefined();
+      // Its record stays as it was before it became too large.
+      expect((await kvValue(PLUGIN_CONFIGS_BUCKET, String(big.projectId)) as PluginConfigsRecord).configs).toHaveLength(9);
+    } finally {
+      await second.stop();
+    }
+  });
+
   it('kv - with NATS down, changes and backfills still answer; buckets and the backfill request catch up when it is back', async () => {
     await using iso = await startAdminFixture();
     const u = await iso.newUser('outage@kv.example');
