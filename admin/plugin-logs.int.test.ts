@@ -194,6 +194,13 @@ describe('plugin logs', () => {
     expect(metrics).toMatch(/spate_admin_stream_lines_total\{[^}]*sink="plugin_logs"[^}]*outcome="invalid"[^}]*\} ([89]|\d{2,})/);
   });
 
+  it('plugin logs - one message of 150,000 lines (ids derived from its place in the stream) is stored whole', async () => {
+    const config = await newPluginConfig(f, owner);
+    const body = '{"message":"m","type":"DEBUG"}\n'.repeat(150_000);
+    await jetstream(f.nc).publish(pipelineSubject('pluginLogs', owner.projectId, config.id), body);
+    await waitFor('150k stored', async () => (await storedCount(config.id)) === 150_000, 60_000, 200);
+  }, 90_000);
+
   it('plugin logs - PostgreSQL refusing writes delays storage but loses nothing', async () => {
     const config = await newPluginConfig(f, owner);
     const subject = pipelineSubject('pluginLogs', owner.projectId, config.id);

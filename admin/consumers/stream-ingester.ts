@@ -59,6 +59,8 @@ export class StreamIngester<Row> {
   private messages: ConsumerMessages | undefined;
   private loops: Promise<unknown> | undefined;
   private stopped = false;
+  /** Cuts a retry pause short when stopping. */
+  private readonly stopping = new AbortController();
   private readerDone = false;
   private readonly queue: Array<Parsed<Row>> = [];
   private queuedRows = 0;
@@ -117,6 +119,7 @@ export class StreamIngester<Row> {
   /** Stops pulling and finishes the batch in progress; unacknowledged messages go to another replica. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     this.messages?.stop();
     this.wakeReader?.();
     await this.loops;
@@ -154,7 +157,8 @@ export class StreamIngester<Row> {
       while (this.queue.length > 0 && (batch.length === 0 || rows.length + this.queue[0]!.rows.length <= this.options.batchRows)) {
         const next = this.queue.shift()!;
         batch.push(next.msg);
-        rows.push(...next.rows);
+        // One message may hold more lines than a spread can pass as arguments.
+        for (const row of next.rows) rows.push(row);
       }
       await this.store(batch, rows);
       this.queuedRows -= rows.length;
@@ -176,7 +180,7 @@ export class StreamIngester<Row> {
         if (this.stopped) return; // not acknowledged: redelivered to whoever consumes next
         this.log.warn({ err, sink: this.sink.name, attempt }, 'could not store stream lines; retrying');
         for (const msg of batch) msg.working();
-        await sleep(Math.min(30_000, 250 * 2 ** Math.min(attempt, 7)));
+        await sleep(Math.min(30_000, 250 * 2 ** Math.min(attempt, 7)), undefined, { signal: this.stopping.signal }).catch(() => undefined);
       }
     }
     for (const msg of batch) msg.ack();
