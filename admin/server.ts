@@ -32,8 +32,12 @@ import type { Services } from './services.js';
 
 /** How often the outbox is flushed besides right after each request that wrote to it. */
 const OUTBOX_INTERVAL_MS = 5_000;
-/** JetStream de-duplication window of the pipeline streams (outbox republishing after a crash). */
-const PIPELINE_DUPLICATE_WINDOW_MS = 10 * 60_000;
+/**
+ * JetStream de-duplication window of the pipeline streams: covers the outbox republishing a
+ * request after a crash between publish and delete (it retries within seconds); consumers also
+ * dedupe requests by id. Kept short because the server holds every id of the window in memory.
+ */
+const PIPELINE_DUPLICATE_WINDOW_MS = 2 * 60_000;
 
 /** Version of the API document (GET /api/schema/). */
 export const API_VERSION = '1.0.0';
