@@ -1,11 +1,13 @@
 import { gzipSync } from 'node:zlib';
 import LZString from 'lz-string';
 import { describe, expect, it } from 'vitest';
-import { decodePayload, looksLikeBase64, looksLikeForm, needsDecompression, type DecodeInput } from './decode.js';
+import { decodePayload as decodeRaw, looksLikeBase64, looksLikeForm, needsDecompression, payloadText, type DecodeInput } from './decode.js';
 import { CaptureError } from './errors.js';
 
 const json = '{"api_key":"phc_k","event":"e","distinct_id":"d","properties":{"$current_url":"https://x.io/?a=b+c"}}';
 const b64 = Buffer.from(json).toString('base64');
+
+const decodePayload = (i: DecodeInput) => payloadText(decodeRaw(i));
 
 function input(body: string | Uint8Array, extra: Partial<DecodeInput> = {}): DecodeInput {
   return {

@@ -86,9 +86,23 @@ export function needsDecompression(body: Uint8Array, rawQuery: string, contentEn
   return hint === 'gzip' || hint === 'lz64';
 }
 
-/** Turns a capture request into the JSON text it carries. */
-export function decodePayload(input: DecodeInput): string {
+/**
+ * Turns a capture request into the JSON it carries: UTF-8 bytes, or a string when lz-string
+ * produced it. Bytes stay bytes so large payloads can be scanned without decoding them whole.
+ */
+/** A body whose first non-space byte opens a JSON object or array: none of the encodings apply. */
+function isPlainJson(bytes: Uint8Array): boolean {
+  for (const c of bytes) {
+    if (c === 0x7b || c === 0x5b) return true;
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return false;
+  }
+  return false;
+}
+
+export function decodePayload(input: DecodeInput): Uint8Array | string {
   const { query } = input;
+  // The common case, and the hot path for single events: a plain JSON body.
+  if (input.contentEncoding === '' && !query.has('data') && !query.has('compression') && isPlainJson(input.body)) return input.body;
   let payload: Uint8Array;
   let formCompression: string | null = null;
   let decodedBase64 = false;
@@ -118,9 +132,8 @@ export function decodePayload(input: DecodeInput): string {
     decodedBase64 = true;
   }
 
-  let text: string;
   if (isGzip(payload)) {
-    text = gunzip(payload, input.maxDecompressedBytes).toString('utf8');
+    payload = gunzip(payload, input.maxDecompressedBytes);
   } else if (hint === 'lz64') {
     const raw = Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('latin1');
     const out = LZString.decompressFromBase64(raw);
@@ -128,16 +141,17 @@ export function decodePayload(input: DecodeInput): string {
     if (out.length > input.maxDecompressedBytes) {
       throw new CaptureError('payload_too_large', `decompressed payload exceeds ${input.maxDecompressedBytes} bytes`);
     }
-    text = out;
+    return out;
   } else if (hint === 'base64' && !decodedBase64) {
-    text = fromBase64(payload).toString('utf8');
-  } else {
-    text = Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8');
+    payload = fromBase64(payload);
   }
 
-  if (input.legacyPath && text.length > 0 && text.length % 4 === 0 && BASE64_CHARS.test(text.slice(0, SNIFF))) {
-    text = Buffer.from(text, 'base64').toString('utf8');
-  }
-  if (text.length === 0) throw new CaptureError('no_data');
-  return text;
+  if (input.legacyPath && looksLikeBase64(payload)) payload = fromBase64(payload);
+  if (payload.length === 0) throw new CaptureError('no_data');
+  return payload;
+}
+
+/** The decoded payload as text (for tests and small payloads). */
+export function payloadText(payload: Uint8Array | string): string {
+  return typeof payload === 'string' ? payload : Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8');
 }

@@ -1,11 +1,15 @@
 // The pure core of capture: request bytes + facts about the request → events ready to publish
 // (NDJSON bytes grouped into per-shard segments), or a CaptureError. Runs in a piscina thread
 // for large bodies and inline for small ones; it touches no socket, no NATS, no clock.
-import { shardOf, type CapturedEvent, type ProjectRecord } from '../lib/index.js';
+import type { ProjectRecord } from '../lib/index.js';
 import { decodePayload } from './decode.js';
 import { CaptureError } from './errors.js';
+import { LinePacker, type PackedLines } from './line-packer.js';
 import { normalizeEvent, type DropReason, type EventContext } from './normalize-event.js';
+import { readEnvelope } from './read-envelope.js';
 import { resolveToken } from './token.js';
+
+export { SEGMENT_FIELDS } from './line-packer.js';
 
 export type RouteKind = 'capture' | 'batch' | 'e' | 'i' | 'track' | 'engage';
 
@@ -30,51 +34,27 @@ export interface ParseLimits {
 
 export type TokenLookup = (token: string) => ProjectRecord | undefined;
 
-/** Where the events of a request go, as byte ranges of one buffer. */
-export interface ParsedRequest {
+/** Where the events of a request go: NDJSON lines in one buffer, cut into per-shard segments. */
+export interface ParsedRequest extends PackedLines {
   token: string;
   projectId: number;
   historical: boolean;
   accepted: number;
   dropped: Partial<Record<DropReason, number>>;
-  /** Every accepted event as one NDJSON line, grouped by segment. */
-  data: Uint8Array;
-  /** Per segment: [shard, event count, start byte, end byte]. A segment never exceeds maxMessageBytes. */
-  segments: Int32Array;
-  /** Per segment, the distinct_id all its events share (realtime only; spike detection uses it). */
-  segmentDistinctIds: string[] | null;
-}
-
-export const SEGMENT_FIELDS = 4;
-
-interface Envelope {
-  events: unknown[];
-  batchToken: unknown;
-  historical: boolean;
-  sentAt: unknown;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** The three request shapes: an array of events, `{api_key|token, batch, …}`, or one event. */
-function readEnvelope(json: unknown): Envelope {
-  if (Array.isArray(json)) return { events: json, batchToken: undefined, historical: false, sentAt: undefined };
-  if (!isObject(json)) throw new CaptureError('invalid_payload', 'failed to parse request: expected an event, an array of events or a batch object');
-  if ('batch' in json) {
-    if (!Array.isArray(json.batch)) throw new CaptureError('invalid_payload', 'failed to parse request: `batch` must be an array of events');
-    return {
-      events: json.batch,
-      batchToken: json.api_key ?? json.token,
-      historical: json.historical_migration === true,
-      sentAt: json.sent_at,
-    };
-  }
-  return { events: [json], batchToken: undefined, historical: false, sentAt: json.sent_at };
 }
 
 const SENT_AT_MIN_MS = Date.UTC(2021, 0, 1);
+
+// Many requests share a millisecond: format `now` once per millisecond.
+let lastIsoMs = Number.NaN;
+let lastIso = '';
+function isoOf(ms: number): string {
+  if (ms !== lastIsoMs) {
+    lastIsoMs = ms;
+    lastIso = new Date(ms).toISOString();
+  }
+  return lastIso;
+}
 
 function sentAtOf(bodySentAt: unknown, query: URLSearchParams): number | undefined {
   if (typeof bodySentAt === 'string' && bodySentAt.length > 0) {
@@ -103,7 +83,7 @@ export function parseCaptureRequest(
   options: ParseOptions = { transferable: true },
 ): ParsedRequest {
   const query = new URLSearchParams(meta.query);
-  const text = decodePayload({
+  const payload = decodePayload({
     body,
     query,
     contentType: meta.contentType,
@@ -111,22 +91,20 @@ export function parseCaptureRequest(
     legacyPath: LEGACY_ROUTES.has(meta.route),
     maxDecompressedBytes: limits.maxDecompressedBytes,
   });
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (err) {
-    throw new CaptureError('invalid_json', `failed to parse request: ${(err as Error).message}`, {}, { cause: err });
+  const envelope = readEnvelope(payload);
+  if (envelope.count === 0) throw new CaptureError('empty_batch');
+
+  // With a batch-level key, events are parsed one at a time below; otherwise every event's own
+  // key is needed first, so they are all parsed now.
+  let eventAt = (i: number) => envelope.event(i);
+  let token: string;
+  if (envelope.batchToken !== undefined && envelope.batchToken !== null) {
+    token = resolveToken(envelope.batchToken, []);
+  } else {
+    const all = Array.from({ length: envelope.count }, (_, i) => envelope.event(i));
+    token = resolveToken(undefined, all);
+    eventAt = (i) => all[i]!;
   }
-  const envelope = readEnvelope(json);
-  if (envelope.events.length === 0) throw new CaptureError('empty_batch');
-  for (const e of envelope.events) {
-    if (!isObject(e)) throw new CaptureError('invalid_event', `failed to parse request: every event must be a JSON object, got ${JSON.stringify(e)?.slice(0, 50)}`);
-    if (e.properties !== undefined && e.properties !== null && !isObject(e.properties)) {
-      throw new CaptureError('invalid_event', 'failed to parse request: `properties` must be an object', { attr: 'properties' });
-    }
-  }
-  const events = envelope.events as Record<string, unknown>[];
-  const token = resolveToken(envelope.batchToken, events);
   const project = lookup(token);
   if (!project) throw new CaptureError('unknown_api_key');
 
@@ -135,87 +113,27 @@ export function parseCaptureRequest(
     token,
     projectId: project.projectId,
     nowMs: meta.nowMs,
-    nowIso: new Date(meta.nowMs).toISOString(),
+    nowIso: isoOf(meta.nowMs),
     sentAtMs,
     sentAtIso: sentAtMs === undefined ? undefined : new Date(sentAtMs).toISOString(),
     ip: meta.ip,
   };
 
   const dropped: Partial<Record<DropReason, number>> = {};
-  const accepted: CapturedEvent[] = [];
-  for (const raw of events) {
+  const packer = new LinePacker(limits.shardCount, limits.maxMessageBytes, !envelope.historical);
+  for (let i = 0; i < envelope.count; i++) {
+    const raw = eventAt(i);
     if (meta.route === 'engage' && raw.event === undefined) raw.event = '$identify';
     const result = normalizeEvent(raw, ctx);
     if (typeof result === 'string') dropped[result] = (dropped[result] ?? 0) + 1;
-    else accepted.push(result);
+    else packer.add(result.distinct_id, JSON.stringify(result) + '\n');
   }
-
-  const packed = packSegments(accepted, limits, !envelope.historical, options.transferable);
-  return { token, projectId: project.projectId, historical: envelope.historical, accepted: accepted.length, dropped, ...packed };
-}
-
-interface Group {
-  shard: number;
-  distinctId: string;
-  lines: string[];
-  /** UTF-8 size of each line. */
-  sizes: number[];
-}
-
-/**
- * Serialises events into one buffer, ordered by shard and — for realtime events — by
- * distinct_id within a shard (first appearance first), keeping each distinct_id's events in
- * request order. Each segment is one group cut at line boundaries to fit a message.
- */
-function packSegments(
-  events: readonly CapturedEvent[],
-  limits: ParseLimits,
-  perDistinctId: boolean,
-  transferable: boolean,
-): Pick<ParsedRequest, 'data' | 'segments' | 'segmentDistinctIds'> {
-  const groups = new Map<string | number, Group>();
-  let totalBytes = 0;
-  for (const e of events) {
-    const shard = shardOf(e.distinct_id, limits.shardCount);
-    const key = perDistinctId ? e.distinct_id : shard;
-    let group = groups.get(key);
-    if (!group) {
-      group = { shard, distinctId: e.distinct_id, lines: [], sizes: [] };
-      groups.set(key, group);
-    }
-    const line = JSON.stringify(e) + '\n';
-    const bytes = Buffer.byteLength(line);
-    if (bytes > limits.maxMessageBytes) {
-      throw new CaptureError('event_too_large', `event ${e.uuid} is ${bytes} bytes; the largest accepted is ${limits.maxMessageBytes}`);
-    }
-    totalBytes += bytes;
-    group.lines.push(line);
-    group.sizes.push(bytes);
-  }
-  const ordered = [...groups.values()].sort((a, b) => a.shard - b.shard);
-
-  // Transferable output needs its own ArrayBuffer, not a slice of Node's shared pool.
-  const data = transferable ? Buffer.allocUnsafeSlow(totalBytes) : Buffer.allocUnsafe(totalBytes);
-  const segments: number[] = [];
-  const ids: string[] | null = perDistinctId ? [] : null;
-  let offset = 0;
-  for (const group of ordered) {
-    let start = offset;
-    let count = 0;
-    for (let i = 0; i < group.lines.length; i++) {
-      const line = group.lines[i]!;
-      const bytes = group.sizes[i]!;
-      if (offset + bytes - start > limits.maxMessageBytes && count > 0) {
-        segments.push(group.shard, count, start, offset);
-        ids?.push(group.distinctId);
-        start = offset;
-        count = 0;
-      }
-      offset += data.write(line, offset, 'utf8');
-      count++;
-    }
-    segments.push(group.shard, count, start, offset);
-    ids?.push(group.distinctId);
-  }
-  return { data, segments: Int32Array.from(segments), segmentDistinctIds: ids };
+  return {
+    token,
+    projectId: project.projectId,
+    historical: envelope.historical,
+    accepted: packer.count,
+    dropped,
+    ...packer.pack(options.transferable),
+  };
 }

@@ -53,8 +53,8 @@ export interface SettingDescription {
 export function describeConfig(definition: ConfigDefinition): SettingDescription[] {
   return Object.values(definition).map((s) => {
     const parsed = s.schema.safeParse(undefined);
-    const def =
-      shownDefaults.get(s.schema) ?? (parsed.success && parsed.data !== undefined ? formatDefault(parsed.data) : '(required)');
+    const shown = shownDefaults.get(s.schema) ?? (parsed.success && parsed.data !== undefined ? formatDefault(parsed.data) : '(required)');
+    const def = shown === '' ? '(empty)' : shown;
     return { env: s.env, default: def, description: s.description };
   });
 }

@@ -16,8 +16,8 @@ export function startNodeProcess(fromUrl: string, relative: string, env: NodeJS.
   const entry = runtimeModule(fromUrl, relative);
   const child = spawn(process.execPath, [...entry.execArgv, entry.path], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   killOnExit(child);
-  if (onLine) createInterface({ input: child.stdout! }).on('line', onLine);
-  else child.stdout!.resume();
+  if (onLine) createInterface({ input: child.stdout }).on('line', onLine);
+  else child.stdout.resume();
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   return {
     child,

@@ -1,14 +1,16 @@
 // `npm start` as a user runs it: a child process with its own data dir. It must come up,
 // accept events, restart a crashed child, stop cleanly, and resume with its data.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readClusterFile, type ClusterFile } from '../../lib/index.js';
+import { ProcessedCounter } from '../../test/faults/processed.js';
 import { waitFor } from '../../test/kit/index.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'spate-launcher-'));
+chmodSync(dataDir, 0o711); // as root, PostgreSQL (running as `postgres`) keeps its files inside
 const startScript = new URL('../start.ts', import.meta.url).pathname;
 
 function launch(): ChildProcess {
@@ -22,7 +24,10 @@ async function ready(child: ChildProcess): Promise<ClusterFile> {
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-  await waitFor('launcher ready', () => output.includes('[spate] ready.'), 90_000, 200).catch((err: unknown) => {
+  await waitFor('launcher ready', () => {
+    if (output.includes('[spate] failed to start')) throw new Error('launcher exited');
+    return output.includes('[spate] ready.');
+  }, 90_000, 200).catch((err: unknown) => {
     throw new Error(`launcher did not start:\n${output}`, { cause: err });
   });
   return readClusterFile(join(dataDir, 'cluster.json'));
@@ -57,13 +62,31 @@ async function streamMessages(c: ClusterFile): Promise<number> {
 describe('npm start (local cluster)', () => {
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
-  it('launcher - starts, accepts events, restarts a killed ingest node, stops everything, and resumes with its data', async () => {
+  it('launcher - starts, accepts events, restarts a killed ingest node, stops everything, and resumes with its data', { timeout: 300_000 }, async () => {
     const first = launch();
     const c = await ready(first);
     expect(c).toMatchObject({ projectId: 1 });
     expect(c.projectApiKey).toMatch(/^phc_/);
-    expect(c.processes!.map((p) => p.role).sort()).toEqual(['ingest', 'nats']);
+    expect(c.processes!.map((p) => p.role).sort()).toEqual(['admin', 'ingest', 'nats', 'postgres', 'worker']);
+    expect(c.personalApiKey).toMatch(/^phx_/);
+    const orgs = await fetch(`${c.adminUrl}/api/organizations/`, { headers: { authorization: `Bearer ${c.personalApiKey}` } });
+    expect(orgs.status).toBe(200);
+    expect(((await orgs.json()) as { results: { id: string }[] }).results.map((o) => o.id)).toContain(c.organizationId);
     expect(await capture(c, 'before-crash')).toBe(200);
+
+    // End to end: capture → EVENTS → worker → PROCESSED, with a person attached.
+    const uuid = '0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b';
+    const sent = await fetch(`${c.captureUrl}/capture/`, {
+      method: 'POST',
+      body: JSON.stringify({ api_key: c.projectApiKey, event: 'e2e', distinct_id: 'e2e-user', uuid }),
+    });
+    expect(sent.status).toBe(200);
+    const processed = await ProcessedCounter.open(c.natsUrl);
+    await waitFor('event processed', async () => {
+      await processed.refresh();
+      return processed.counts.get(uuid) === 1;
+    }, 30_000, 200);
+    await processed.close();
 
     const ingest = c.processes!.find((p) => p.role === 'ingest')!;
     process.kill(ingest.pid, 'SIGKILL');
@@ -81,6 +104,8 @@ describe('npm start (local cluster)', () => {
     const second = launch();
     const again = await ready(second);
     expect(again.projectApiKey).toBe(c.projectApiKey);
+    expect(again.personalApiKey).toBe(c.personalApiKey);
+    expect(again.organizationId).toBe(c.organizationId);
     expect(await streamMessages(again)).toBe(stored);
     expect(await capture(again, 'after-restart')).toBe(200);
     second.kill('SIGTERM');

@@ -1,18 +1,11 @@
 // `npm start`: the whole system on one machine, supervised. Starts in dependency order and
-// stops in the reverse one: ingest nodes → NATS.
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// stops in the reverse one: ingest nodes → workers → admin → NATS → PostgreSQL.
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Kvm } from '@nats-io/kv';
-import {
-  clusterFilePath,
-  connectNats,
-  PROJECTS_BUCKET,
-  runtimeModule,
-  writeClusterFile,
-  type ClusterFile,
-} from '../../lib/index.js';
+import { bootstrapCluster } from '../../admin/index.js';
+import { clusterFilePath, runtimeModule, writeClusterFile, type ClusterFile } from '../../lib/index.js';
 import { natsConfigText, waitForJetStreamLeader } from '../local/nats-server.js';
+import { placeDataDir, PostgresServer } from '../local/postgres.js';
 import { waitFor } from '../local/wait.js';
 import { allocatePorts } from './ports.js';
 import { SupervisedChild, type SupervisorLog } from './supervisor.js';
@@ -21,6 +14,7 @@ export interface LaunchOptions {
   dataDir: string;
   natsNodes: 1 | 3;
   ingest: number;
+  workers: number;
   env: NodeJS.ProcessEnv;
 }
 
@@ -31,39 +25,38 @@ export interface LocalCluster {
 
 type ProcessEntry = NonNullable<ClusterFile['processes']>[number];
 
-const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
-
-function base62(bytes: number): string {
-  let out = '';
-  for (const b of randomBytes(bytes)) out += BASE62[b % 62];
-  return out;
-}
-
 /** Runs a Node deployable's main (built JS, or TypeScript through tsx under tests). */
 function nodeCommand(relativeMain: string): { command: string; args: string[] } {
   const entry = runtimeModule(import.meta.url, relativeMain);
   return { command: process.execPath, args: [...entry.execArgv, entry.path] };
 }
 
-interface DevProject {
-  projectId: number;
-  organizationId: string;
-  projectApiKey: string;
-}
-
-/** Until the admin server owns projects: one development project, its key kept in the data dir. */
-function devProject(dataDir: string): DevProject {
-  const file = join(dataDir, 'dev-project.json');
-  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as DevProject;
-  const project = { projectId: 1, organizationId: 'development', projectApiKey: `phc_${base62(32)}` };
-  writeFileSync(file, JSON.stringify(project, null, 2) + '\n', { mode: 0o600 });
-  return project;
-}
-
 export async function startLocalCluster(options: LaunchOptions, log: SupervisorLog): Promise<LocalCluster> {
+  const children: { role: ProcessEntry['role']; child: SupervisedChild }[] = [];
+  // Reverse dependency order: nothing that publishes outlives NATS, nothing that writes outlives PostgreSQL.
+  const stopAll = async () => {
+    for (const role of ['ingest', 'worker', 'admin', 'nats', 'postgres'] as const) {
+      await Promise.all(children.filter((c) => c.role === role).map((c) => c.child.stop()));
+    }
+  };
+  try {
+    return await launch(options, log, children, stopAll);
+  } catch (err) {
+    await stopAll(); // a failed start leaves nothing running
+    throw err;
+  }
+}
+
+async function launch(
+  options: LaunchOptions,
+  log: SupervisorLog,
+  children: { role: ProcessEntry['role']; child: SupervisedChild }[],
+  stopAll: () => Promise<void>,
+): Promise<LocalCluster> {
   const { dataDir, env } = options;
   mkdirSync(dataDir, { recursive: true });
-  const preferred: Record<string, number> = { capture: 8000 };
+  const preferred: Record<string, number> = { capture: 8000, admin: 8010, postgres: 5433 };
+  for (let i = 1; i <= options.workers; i++) preferred[`worker${i}`] = 8019 + i;
   for (let i = 1; i <= options.natsNodes; i++) {
     preferred[`nats${i}`] = 4221 + i;
     preferred[`natsMonitor${i}`] = 8221 + i;
@@ -71,7 +64,6 @@ export async function startLocalCluster(options: LaunchOptions, log: SupervisorL
   }
   const ports = await allocatePorts(dataDir, preferred);
   const processes = new Map<string, ProcessEntry>();
-  const children: { role: ProcessEntry['role']; child: SupervisedChild }[] = [];
   // Filled in once everything is up; until then restarts need not rewrite cluster.json.
   const written: { cluster?: ClusterFile } = {};
   const track = (role: ProcessEntry['role'], child: SupervisedChild, extra: Record<string, unknown> = {}) => {
@@ -114,12 +106,27 @@ export async function startLocalCluster(options: LaunchOptions, log: SupervisorL
   }
   const replicas = options.natsNodes > 1 ? 3 : 1;
 
-  // The development project's key, published where ingest nodes look for project keys.
-  const project = devProject(dataDir);
-  const nc = await connectNats(natsUrl, 'spate-launcher');
-  const kv = await new Kvm(nc).create(PROJECTS_BUCKET, { history: 1, replicas });
-  await kv.put(project.projectApiKey, JSON.stringify({ projectId: project.projectId, organizationId: project.organizationId }));
-  await nc.close();
+  // PostgreSQL: a private server under the data dir unless DATABASE_URL points elsewhere.
+  let databaseUrl = env.DATABASE_URL;
+  if (!databaseUrl) {
+    const pgDir = placeDataDir(join(dataDir, 'postgres'));
+    if (pgDir !== join(dataDir, 'postgres')) log.info(`PostgreSQL data in ${pgDir} (the postgres user cannot reach ${dataDir})`);
+    const server = new PostgresServer({ dataDir: pgDir, port: ports.postgres!, durable: true });
+    await server.init();
+    const pgCommand = server.foregroundCommand();
+    track('postgres', new SupervisedChild({ name: 'postgres', ...pgCommand, env, stopSignal: 'SIGINT' }, log), { port: ports.postgres, dir: pgDir });
+    await server.waitReady();
+    databaseUrl = await server.createDatabase('spate');
+  }
+
+  // First start: a user, an organization, project 1 and a personal API key with scope `*`.
+  // The project's key goes into the spate-projects KV bucket, where ingest nodes find it.
+  const boot = await bootstrapCluster({ databaseUrl, dataDir, natsUrl, kvReplicas: replicas });
+
+  const adminHost = env.ADMIN_HOST ?? '127.0.0.1';
+  const adminUrl = `http://${adminHost === '0.0.0.0' ? '127.0.0.1' : adminHost}:${ports.admin}`;
+  const adminEnv = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas) };
+  track('admin', new SupervisedChild({ name: 'admin', ...nodeCommand('../../admin/main'), env: adminEnv }, log), { port: ports.admin });
 
   // Ingest nodes share one port: uWS listens with SO_REUSEPORT and the kernel spreads connections.
   const host = env.CAPTURE_HOST ?? '127.0.0.1';
@@ -130,23 +137,33 @@ export async function startLocalCluster(options: LaunchOptions, log: SupervisorL
   }
   await waitFor(`ingest at ${captureUrl}`, async () => (await fetch(`${captureUrl}/_ready`).catch(() => undefined))?.ok === true, 60_000);
 
+  // Workers share the shards through leases; each serves /metrics, /_health, /_ready on its own port.
+  const workerUrls: string[] = [];
+  for (let i = 1; i <= options.workers; i++) {
+    const port = ports[`worker${i}`]!;
+    const workerEnv = { ...env, NATS_URL: natsUrl, DATABASE_URL: databaseUrl, NATS_REPLICAS: String(replicas), WORKER_METRICS_PORT: String(port) };
+    track('worker', new SupervisedChild({ name: `worker-${i}`, ...nodeCommand('../../workers/main'), env: workerEnv }, log), { metricsPort: port });
+    workerUrls.push(`http://127.0.0.1:${port}`);
+  }
+  for (const url of workerUrls) {
+    await waitFor(`worker at ${url}`, async () => (await fetch(`${url}/_ready`).catch(() => undefined))?.ok === true, 60_000);
+  }
+  await waitFor(`admin at ${adminUrl}`, async () => (await fetch(`${adminUrl}/_health`).catch(() => undefined))?.ok === true, 60_000);
+
   const cluster: ClusterFile = {
     captureUrl,
+    adminUrl,
     natsUrl,
-    projectId: project.projectId,
-    projectApiKey: project.projectApiKey,
+    databaseUrl,
+    organizationId: boot.organizationId,
+    projectId: boot.projectId,
+    projectApiKey: boot.projectApiKey,
+    personalApiKey: boot.personalApiKey,
     processes: [...processes.values()],
   };
   writeClusterFile(cluster, clusterFilePath(dataDir));
   written.cluster = cluster;
 
   let stopped: Promise<void> | undefined;
-  const stop = () =>
-    (stopped ??= (async () => {
-      // Reverse dependency order: nothing that publishes outlives NATS.
-      for (const role of ['ingest', 'nats'] as const) {
-        await Promise.all(children.filter((c) => c.role === role).map((c) => c.child.stop()));
-      }
-    })());
-  return { cluster, stop };
+  return { cluster, stop: () => (stopped ??= stopAll()) };
 }

@@ -9,8 +9,13 @@ export interface ChildSpec {
   command: string;
   args: string[];
   env: NodeJS.ProcessEnv;
-  /** Grace period between SIGTERM and SIGKILL when stopping. */
+  /** Grace period between the stop signal and SIGKILL when stopping. */
   stopTimeoutMs?: number;
+  /** Signal for a graceful stop (SIGTERM unless the program wants another, e.g. SIGINT for PostgreSQL). */
+  stopSignal?: NodeJS.Signals;
+  /** Run as this user (the launcher runs PostgreSQL as `postgres` when started as root). */
+  uid?: number;
+  gid?: number;
 }
 
 export interface SupervisorLog {
@@ -43,8 +48,8 @@ export class SupervisedChild {
 
   start(): void {
     this.stopping = false;
-    const { name, command, args, env } = this.spec;
-    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const { name, command, args, env, uid, gid } = this.spec;
+    const child = spawn(command, args, { env, uid, gid, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;
     this.startedAt = Date.now();
     for (const stream of [child.stdout, child.stderr]) {
@@ -70,7 +75,7 @@ export class SupervisedChild {
     clearTimeout(this.restartTimer);
     const child = this.child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGTERM');
+    child.kill(this.spec.stopSignal ?? 'SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), this.spec.stopTimeoutMs ?? 30_000);
     await this.exited;
     clearTimeout(timer);

@@ -94,6 +94,7 @@ export class PostgresServer {
   async init(): Promise<void> {
     const dir = this.options.dataDir;
     if (existsSync(join(dir, 'PG_VERSION'))) return;
+    mkdirSync(dirname(dir), { recursive: true, mode: 0o755 }); // parents must stay traversable
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     if (isRoot()) {
       const { uid, gid } = postgresIds();
@@ -102,15 +103,28 @@ export class PostgresServer {
     await this.exec('initdb', ['-D', dir, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--no-instructions']);
   }
 
-  async start(): Promise<void> {
-    const opts = [
-      `-p ${this.options.port}`,
-      `-c listen_addresses=127.0.0.1`,
-      `-c unix_socket_directories=''`,
-      `-c max_connections=300`,
+  private serverSettings(): string[][] {
+    const settings = [
+      ['-p', String(this.options.port)],
+      ['-c', 'listen_addresses=127.0.0.1'],
+      ['-c', 'unix_socket_directories='],
+      ['-c', 'max_connections=300'],
     ];
-    if (!this.options.durable) opts.push('-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off');
-    await this.exec('pg_ctl', ['-D', this.options.dataDir, '-l', join(this.options.dataDir, 'server.log'), '-o', opts.join(' '), '-w', '-t', '60', 'start']);
+    if (!this.options.durable) settings.push(['-c', 'fsync=off'], ['-c', 'synchronous_commit=off'], ['-c', 'full_page_writes=off']);
+    return settings;
+  }
+
+  /**
+   * The postmaster as a foreground process, for a supervisor to run and restart: as root it
+   * runs under the postgres user's uid/gid. SIGINT is a fast shutdown.
+   */
+  foregroundCommand(): { command: string; args: string[]; uid?: number; gid?: number } {
+    const args = ['-D', this.options.dataDir, ...this.serverSettings().flat()];
+    return { command: join(this.binDir, 'postgres'), args, ...(isRoot() ? postgresIds() : {}) };
+  }
+
+  /** Resolves once the server accepts queries. */
+  async waitReady(): Promise<void> {
     await waitFor(`postgres on port ${this.options.port}`, async () => {
       const client = new pg.Client({ connectionString: this.url() });
       try {
@@ -120,7 +134,13 @@ export class PostgresServer {
       } finally {
         await client.end().catch(() => undefined);
       }
-    });
+    }, 60_000);
+  }
+
+  async start(): Promise<void> {
+    const opts = this.serverSettings().map(([flag, value]) => (value === 'unix_socket_directories=' ? `${flag} unix_socket_directories=''` : `${flag} ${value}`));
+    await this.exec('pg_ctl', ['-D', this.options.dataDir, '-l', join(this.options.dataDir, 'server.log'), '-o', opts.join(' '), '-w', '-t', '60', 'start']);
+    await this.waitReady();
   }
 
   /** Fast shutdown: rolls back open transactions, waits for exit. */

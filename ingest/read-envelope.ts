@@ -1,0 +1,81 @@
+// The three request shapes — an array of events, `{api_key|token, batch, historical_migration?,
+// sent_at?}`, or one event — read so that a large batch is parsed event by event (see
+// envelope-scanner.ts) and everything else with one JSON.parse.
+import { CaptureError } from './errors.js';
+import { parseScannedEvent, scanPayload } from './envelope-scanner.js';
+
+export type RawEvent = Record<string, unknown>;
+
+export interface Envelope {
+  count: number;
+  /** The event at `index`, checked to be an object with object (or absent) properties. */
+  event(index: number): RawEvent;
+  batchToken: unknown;
+  historical: boolean;
+  sentAt: unknown;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function checkedEvent(value: unknown): RawEvent {
+  if (!isObject(value)) {
+    throw new CaptureError('invalid_event', `failed to parse request: every event must be a JSON object, got ${JSON.stringify(value)?.slice(0, 50)}`);
+  }
+  if (value.properties !== undefined && value.properties !== null && !isObject(value.properties)) {
+    throw new CaptureError('invalid_event', 'failed to parse request: `properties` must be an object', { attr: 'properties' });
+  }
+  return value;
+}
+
+function invalidJson(err: unknown): CaptureError {
+  return new CaptureError('invalid_json', `failed to parse request: ${(err as Error).message}`, {}, { cause: err });
+}
+
+function fromArray(events: unknown[], fields: Record<string, unknown> | undefined): Envelope {
+  return {
+    count: events.length,
+    event: (i) => checkedEvent(events[i]),
+    batchToken: fields ? (fields.api_key ?? fields.token) : undefined,
+    historical: fields?.historical_migration === true,
+    sentAt: fields?.sent_at,
+  };
+}
+
+/** Payloads larger than this are parsed event by event (envelope-scanner.ts). */
+export const SCAN_MIN_BYTES = 1024 * 1024;
+
+export function readEnvelope(payload: Uint8Array | string, scanMinBytes = SCAN_MIN_BYTES): Envelope {
+  const scanned = typeof payload !== 'string' && payload.length >= scanMinBytes ? scanPayload(payload) : undefined;
+  if (scanned) {
+    const bytes = payload as Uint8Array;
+    const fields = scanned.shape === 'batch' ? scanned.fields : undefined;
+    return {
+      ...fromArray([], fields),
+      count: scanned.events.length / 2,
+      event: (i) => {
+        try {
+          return checkedEvent(parseScannedEvent(bytes, scanned, i));
+        } catch (err) {
+          if (err instanceof SyntaxError) throw invalidJson(err);
+          throw err;
+        }
+      },
+    };
+  }
+  const text = typeof payload === 'string' ? payload : Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8');
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw invalidJson(err);
+  }
+  if (Array.isArray(json)) return fromArray(json, undefined);
+  if (!isObject(json)) throw new CaptureError('invalid_payload', 'failed to parse request: expected an event, an array of events or a batch object');
+  if ('batch' in json) {
+    if (!Array.isArray(json.batch)) throw new CaptureError('invalid_payload', 'failed to parse request: `batch` must be an array of events');
+    return fromArray(json.batch, json);
+  }
+  return { ...fromArray([json], undefined), sentAt: json.sent_at };
+}
