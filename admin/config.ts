@@ -27,12 +27,12 @@ export const adminConfigDefinition = {
     'PostgreSQL connection URL of the admin database (migrations are applied at start).',
   ),
   databasePoolSize: setting('DATABASE_POOL_SIZE', envInt(10, 1), 'Maximum PostgreSQL connections of the request pool.'),
-  natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated; the admin server writes the spate-projects KV bucket there.'),
+  natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated; the admin server keeps its KV buckets and pipeline streams there.'),
   projectsKvReplicas: setting('PROJECTS_KV_REPLICAS', envInt(1, 1), 'Replicas of the spate-projects KV bucket when the admin server creates it (3 on a 3-node JetStream cluster).'),
   projectsReconcileInterval: setting(
     'PROJECTS_RECONCILE_INTERVAL',
     envDuration('60s'),
-    'How often the spate-projects KV bucket is fully reconciled with PostgreSQL (besides at start and on every change).',
+    'How often the KV buckets (spate-projects, spate-batch-exports, spate-plugin-configs) are fully reconciled with PostgreSQL (besides at start and on every change).',
   ),
   pipelineReplicas: setting(
     'PIPELINE_REPLICAS',
