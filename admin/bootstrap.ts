@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { connectNats, createLogger, type Logger } from '../lib/index.js';
 import { migrate } from './db/migrate.js';
 import { inTransaction } from './db/pool.js';
-import { ProjectsKv } from './projects-kv.js';
+import { openProjectsKv } from './projects-kv.js';
 import { createPersonalApiKey, keyExists } from './store/keys.js';
 import { createOrganization } from './store/organizations.js';
 import { createProject, DEFAULT_PROJECT_NAME, findProject } from './store/projects.js';
@@ -128,7 +128,7 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Boots
     if (options.natsUrl) {
       const nc = await connectNats(options.natsUrl, 'spate-admin-bootstrap');
       try {
-        const kv = await ProjectsKv.open(nc, pool, log, options.kvReplicas ?? 1);
+        const kv = await openProjectsKv(nc, pool, log, options.kvReplicas ?? 1);
         try {
           await kv.syncStrict([result.projectApiKey]);
         } finally {

@@ -13,7 +13,15 @@ describe('admin config', () => {
       dnsResolver: [],
       smtpUrl: '',
       projectsKvReplicas: 1,
+      pipelineReplicas: 1,
+      pipelineStreamMaxBytes: 1024 ** 3,
+      pipelineRequestMaxAge: 7 * 86_400_000,
+      logBatchRows: 5000,
+      logRetention: 14 * 86_400_000,
+      backfillMaxRuns: 50_000,
     });
+    expect(loadAdminConfig({ DATABASE_URL: 'postgres://x/y', LOG_RETENTION: '0' }).logRetention).toBe(0);
+    expect(() => loadAdminConfig({ DATABASE_URL: 'postgres://x/y', LOG_BATCH_ROWS: '0' })).toThrow(/LOG_BATCH_ROWS/);
     expect(() => loadAdminConfig({})).toThrow(/DATABASE_URL/);
   });
 

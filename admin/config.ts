@@ -27,12 +27,38 @@ export const adminConfigDefinition = {
     'PostgreSQL connection URL of the admin database (migrations are applied at start).',
   ),
   databasePoolSize: setting('DATABASE_POOL_SIZE', envInt(10, 1), 'Maximum PostgreSQL connections of the request pool.'),
-  natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated; the admin server writes the spate-projects KV bucket there.'),
+  natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated; the admin server keeps its KV buckets and pipeline streams there.'),
   projectsKvReplicas: setting('PROJECTS_KV_REPLICAS', envInt(1, 1), 'Replicas of the spate-projects KV bucket when the admin server creates it (3 on a 3-node JetStream cluster).'),
   projectsReconcileInterval: setting(
     'PROJECTS_RECONCILE_INTERVAL',
     envDuration('60s'),
-    'How often the spate-projects KV bucket is fully reconciled with PostgreSQL (besides at start and on every change).',
+    'How often the KV buckets (spate-projects, spate-batch-exports, spate-plugin-configs) are fully reconciled with PostgreSQL (besides at start and on every change).',
+  ),
+  pipelineReplicas: setting(
+    'PIPELINE_REPLICAS',
+    envInt(1, 1),
+    'Replicas of the spate-batch-exports and spate-plugin-configs KV buckets and of the pipeline streams (PLUGIN_LOGS, BATCH_EXPORT_RUNS, BATCH_EXPORT_LOGS, BATCH_EXPORT_BACKFILLS, PLUGIN_JOBS) when the admin server creates them (3 on a 3-node JetStream cluster).',
+  ),
+  pipelineStreamMaxBytes: setting(
+    'PIPELINE_STREAM_MAX_BYTES',
+    envBytes('1GiB'),
+    'Largest size of each pipeline stream; when one is full, publishers are refused (nothing stored is dropped).',
+  ),
+  pipelineRequestMaxAge: setting(
+    'PIPELINE_REQUEST_MAX_AGE',
+    envDuration('7d'),
+    'How long backfill and plugin job requests stay in their streams for the runner and workers to read.',
+  ),
+  logBatchRows: setting('LOG_BATCH_ROWS', envInt(5000, 1), 'Most plugin log entries (or batch export run updates and log entries) stored by one INSERT.'),
+  logRetention: setting(
+    'LOG_RETENTION',
+    envDuration('14d'),
+    'Plugin and batch export log entries older than this are deleted (hourly); 0 keeps them forever.',
+  ),
+  backfillMaxRuns: setting(
+    'BACKFILL_MAX_RUNS',
+    envInt(50_000, 1),
+    'Most runs (intervals) one batch export backfill may cover; a longer range answers 400.',
   ),
   host: setting('ADMIN_HOST', envString('127.0.0.1'), 'Address the admin HTTP server listens on.'),
   port: setting('ADMIN_PORT', envInt(8010, 0), 'Port the admin HTTP server listens on (0 picks a free one).'),
@@ -69,5 +95,5 @@ export function loadAdminConfig(env: Readonly<Record<string, string | undefined>
 }
 
 export function adminConfigHelp(): string {
-  return configHelp('spate admin server — the management API (organizations, members, invites, domains, projects)', adminConfigDefinition);
+  return configHelp('spate admin server — the management API (organizations, members, invites, domains, projects, batch exports, plugins)', adminConfigDefinition);
 }

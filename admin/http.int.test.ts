@@ -173,8 +173,54 @@ describe('admin http', () => {
   it('http - odd client input never yields a server error', async () => {
     const fuzzer = await f.newUser('fuzzer@http.example');
     const org = `/api/organizations/${fuzzer.organizationId}`;
-    const paths = ['/api/organizations/', `${org}/`, `${org}/domains/`, `${org}/invites/bulk/`, `${org}/members/@me/`, '/api/projects/0/', '/api/projects/-1/', `${org}/domains/%00/`, '/api/organizations/@current/invites/'];
-    const bodies = ['', '{}', '[]', 'null', '1', '"x"', '{"name":{"$gt":""}}', '{"level":1e400}', '{"target_email":["a@b.co"]}', '{"domain":"' + 'x'.repeat(5000) + '"}', '\u0000', '{"__proto__":{"admin":true},"name":"p"}'];
+    const exportId = (await f.api('POST', `${org}/batch_exports/`, { key: fuzzer.key, body: { name: 'f', interval: 'hour', destination: { type: 'NoOp', config: {} } } })).body.id;
+    const pluginId = (await f.api('POST', `${org}/pipeline_destinations/`, { key: fuzzer.key, body: {} })).body.id;
+    const configId = (await f.api('POST', `/api/projects/${fuzzer.projectId}/plugin_configs/`, { key: fuzzer.key, body: { plugin: pluginId, order: 1 } })).body.id;
+    const configs = `/api/projects/${fuzzer.projectId}/plugin_configs`;
+    const paths = [
+      '/api/organizations/',
+      `${org}/`,
+      `${org}/domains/`,
+      `${org}/invites/bulk/`,
+      `${org}/members/@me/`,
+      '/api/projects/0/',
+      '/api/projects/-1/',
+      `${org}/domains/%00/`,
+      '/api/organizations/@current/invites/',
+      `${org}/batch_exports/`,
+      `${org}/batch_exports/${exportId}/`,
+      `${org}/batch_exports/${exportId}/backfill/`,
+      `${org}/pipeline_destinations/`,
+      `${org}/pipeline_destinations/${pluginId}/`,
+      `${org}/pipeline_destinations/${pluginId}/update_source/`,
+      `${org}/pipeline_destinations/${pluginId}/upgrade/`,
+      `${configs}/`,
+      `${configs}/${configId}/`,
+      `${configs}/${configId}/job/`,
+      `${configs}/${configId}/logs/?type_filter=%00&after=9999-99-99&search=%25`,
+      `${configs}/rearrange/`,
+    ];
+    const bodies = [
+      '',
+      '{}',
+      '[]',
+      'null',
+      '1',
+      '"x"',
+      '{"name":{"$gt":""}}',
+      '{"level":1e400}',
+      '{"target_email":["a@b.co"]}',
+      '{"domain":"' + 'x'.repeat(5000) + '"}',
+      '\u0000',
+      '{"__proto__":{"admin":true},"name":"p"}',
+      '{"destination":{"type":"S3","config":{"__proto__":{"x":1}}},"start_at":"2024-02-30T00:00:00Z"}',
+      '{"start_at":"2024-01-01T00:00:00Z","end_at":"2024-01-01T00:00:01+99:99"}',
+      '{"orders":{"1":1e400,"99999999999":1}}',
+      '{"job":{"type":"\\u0000","payload":[]}}',
+      '{"plugin":99999999999,"order":1}',
+      '{"plugin.json":"{\\"name\\":5}","x":null}',
+      '{"capabilities":{"methods":null},"config_schema":null}',
+    ];
     const types = ['application/json', 'application/json; charset=latin1', 'application/JSON', 'text/plain', 'application/json;;'];
     for (const path of paths) {
       for (const method of ['GET', 'POST', 'PATCH', 'DELETE', 'PUT']) {

@@ -1,8 +1,15 @@
+import { readdirSync } from 'node:fs';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../lib/index.js';
 import { freshDatabase, startNats } from '../test/kit/index.js';
 import { loadAdminConfig, migrate, MIGRATIONS_TABLE, startAdmin } from './index.js';
+
+/** Every migration, in order (file names without extension). */
+const ALL = readdirSync(new URL('./db/migrations/', import.meta.url))
+  .filter((n) => /^\d+_[\w-]+\.ts$/.test(n))
+  .map((n) => n.replace(/\.ts$/, ''))
+  .sort();
 
 const WORKER_TABLES = ['persons', 'person_distinct_ids', 'groups', 'group_type_mappings', 'ingestion_warnings', 'event_dedup', 'shard_positions'];
 
@@ -30,7 +37,7 @@ describe('migrations', () => {
       await client.connect();
       const { rows } = await client.query<{ name: string }>(`select name from ${MIGRATIONS_TABLE}`);
       await client.end();
-      expect(rows.map((r) => r.name)).toEqual(['1764000000000_admin-initial']);
+      expect(rows.map((r) => r.name)).toEqual(ALL);
     } finally {
       await Promise.all([a.stop(), b.stop()]);
     }
@@ -40,7 +47,7 @@ describe('migrations', () => {
   it('migrations - many concurrent runs wait for each other instead of failing', async () => {
     const databaseUrl = await freshDatabase();
     const results = await Promise.all(Array.from({ length: 5 }, () => migrate(databaseUrl)));
-    expect(results.filter((r) => r.length === 1)).toHaveLength(1);
+    expect(results.filter((r) => r.length === ALL.length)).toHaveLength(1);
     expect(results.filter((r) => r.length === 0)).toHaveLength(4);
   });
 
@@ -53,6 +60,27 @@ describe('migrations', () => {
     for (const t of WORKER_TABLES) expect(names).not.toContain(t);
   });
 
+  it('migrations - the pipelines migration applies on top of an existing first version, keeping its data', async () => {
+    expect(ALL).toEqual(['1764000000000_admin-initial', '1765000000000_admin-pipelines']);
+    const databaseUrl = await freshDatabase();
+    expect(await migrate(databaseUrl, undefined, { count: 1 })).toEqual([ALL[0]]);
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      const org = (await client.query("insert into organizations (name, slug) values ('Old', 'old') returning id")).rows[0].id;
+      const project = (await client.query("insert into projects (organization_id, name, api_token) values ($1, 'P', 'phc_old') returning id", [org])).rows[0].id;
+      expect(await migrate(databaseUrl)).toEqual([ALL[1]]);
+      expect((await client.query('select name from projects where id = $1', [project])).rows).toEqual([{ name: 'P' }]);
+      const exp = await client.query(
+        `insert into batch_exports (team_id, name, destination_type, "interval") values ($1, 'e', 'NoOp', 'hour') returning model, paused, deleted`,
+        [project],
+      );
+      expect(exp.rows).toEqual([{ model: 'events', paused: false, deleted: false }]);
+    } finally {
+      await client.end();
+    }
+  });
+
   it("migrations - coexist with another node-pg-migrate history (the workers') in the same database", async () => {
     const databaseUrl = await freshDatabase();
     const client = new pg.Client({ connectionString: databaseUrl });
@@ -61,7 +89,7 @@ describe('migrations', () => {
     await client.query("insert into pgmigrations (name, run_on) values ('1700000000000_workers', now())");
     await client.query('create table persons (id bigserial primary key)');
     await client.end();
-    expect(await migrate(databaseUrl)).toEqual(['1764000000000_admin-initial']);
+    expect(await migrate(databaseUrl)).toEqual(ALL);
     expect(await tables(databaseUrl)).toEqual(expect.arrayContaining(['pgmigrations', 'persons', 'organizations']));
   });
 });

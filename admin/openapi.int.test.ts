@@ -74,4 +74,34 @@ describe('openapi', () => {
     expect(s.Organization.properties.member_count.type).toBe('string');
     expect(s.Error.required).toEqual(['type', 'code', 'detail', 'attr']);
   });
+
+  it('openapi - batch export, plugin and plugin config schemas carry their required fields and choices', () => {
+    const s = doc.components.schemas;
+    expect([...s.BatchExportCreate.required].sort()).toEqual(['destination', 'interval', 'name']);
+    expect(s.BatchExportCreate.properties.interval.enum).toEqual(['hour', 'day', 'week', 'every 5 minutes', 'every 15 minutes']);
+    expect(s.BatchExportCreate.properties.model.enum).toEqual(['events', 'persons']);
+    expect(s.BatchExportCreate.properties.destination.properties.type.enum).toEqual(['S3', 'Postgres', 'HTTP', 'NoOp']);
+    expect(s.PatchedBatchExport.required ?? []).toEqual([]);
+    expect(s.BatchExport.properties.latest_runs.items).toEqual({ $ref: '#/components/schemas/BatchExportRun' });
+    expect(s.BatchExportRun.properties.status.enum).toEqual(['Starting', 'Running', 'Completed', 'Failed', 'FailedRetryable', 'Cancelled', 'TimedOut', 'Terminated']);
+    expect(s.PipelinePluginCreate.properties.plugin_type.enum).toEqual(['local', 'custom', 'repository', 'source', 'inline']);
+    expect(s.PipelinePluginCreate.required ?? []).toEqual([]);
+    expect([...s.PluginConfigCreate.required].sort()).toEqual(['order', 'plugin']);
+    expect(s.PluginConfigCreate.properties.order).toMatchObject({ type: 'integer', maximum: 2147483647 });
+    expect(s.PluginConfigList).toMatchObject({ type: 'array', items: { $ref: '#/components/schemas/PluginConfig' } });
+    expect(s.PluginLogEntry.properties.type.enum).toEqual(['DEBUG', 'LOG', 'INFO', 'WARN', 'ERROR']);
+  });
+
+  it('openapi - the plugin log list documents its filters as query parameters', () => {
+    const op = doc.paths['/api/projects/{project_id}/plugin_configs/{plugin_config_id}/logs/'].get;
+    const query = Object.fromEntries(op.parameters.filter((p: { in: string }) => p.in === 'query').map((p: { name: string }) => [p.name, p]));
+    expect(Object.keys(query).sort()).toEqual(['after', 'before', 'limit', 'offset', 'search', 'type_filter']);
+    expect(query.type_filter.schema.enum).toEqual(['DEBUG', 'LOG', 'INFO', 'WARN', 'ERROR']);
+    expect(query.after.schema).toMatchObject({ type: 'string', format: 'date-time' });
+    expect(op.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/PaginatedPluginLogEntryList' });
+    const rearrange = doc.paths['/api/projects/{project_id}/plugin_configs/rearrange/'].patch;
+    expect(rearrange.security).toEqual([{ PersonalApiKey: ['plugin:write'] }]);
+    expect(doc.paths['/api/organizations/{organization_id}/pipeline_transformations/{id}/'].delete).toBeUndefined();
+    expect(doc.paths['/api/organizations/{organization_id}/pipeline_destinations/{id}/'].delete).toBeDefined();
+  });
 });

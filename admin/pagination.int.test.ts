@@ -19,7 +19,12 @@ beforeAll(async () => {
   for (let i = 0; i < N; i++) {
     await f.api('POST', `${org}/domains/`, { key: owner.key, body: { domain: `d${i}.pages.example` } });
     await f.api('POST', `${org}/invites/`, { key: owner.key, body: { target_email: `invite${i}@pages.example` } });
+    await f.api('POST', `${org}/batch_exports/`, { key: owner.key, body: { name: `Export ${i}`, interval: 'hour', destination: { type: 'NoOp', config: {} } } });
+    const plugin = (await f.api('POST', `${org}/pipeline_destinations/`, { key: owner.key, body: { name: `Plugin ${i}` } })).body;
+    // Equal orders: the plugin id breaks the tie.
+    await f.api('POST', `/api/projects/${owner.projectId}/plugin_configs/`, { key: owner.key, body: { plugin: plugin.id, order: i % 2 } });
   }
+  await f.db.query("update batch_exports set created_at = '2024-01-01T00:00:00Z'");
   // Same timestamps must not break the order: the id tiebreaker keeps it stable.
   await f.db.query("update organization_invites set created_at = '2024-01-01T00:00:00Z'");
   await f.db.query("update organization_memberships set joined_at = '2024-01-01T00:00:00Z' where organization_id = $1", [owner.organizationId]);
@@ -30,6 +35,9 @@ beforeAll(async () => {
     members: `${org}/members/`,
     projects: '/api/projects/',
     'organization projects': `${org}/projects/`,
+    'batch exports': `${org}/batch_exports/`,
+    'pipeline destinations': `${org}/pipeline_destinations/`,
+    'plugin configs': `/api/projects/${owner.projectId}/plugin_configs/`,
   };
 });
 afterAll(async () => f?.stop());

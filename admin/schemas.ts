@@ -18,13 +18,15 @@ export const organizationPath = z.object({ id: organizationRef() });
 export const organizationChildPath = z.object({ organization_id: organizationRef() });
 export const organizationItemPath = z.object({ organization_id: organizationRef(), id: z.guid() });
 export const memberPath = z.object({ organization_id: organizationRef(), user__uuid: z.union([z.guid(), z.literal('@me')]) });
-export const projectPath = z.object({
-  id: z
+/** A positive 32-bit integer id in a path (project, plugin, plugin config). */
+export const integerId = () =>
+  z
     .string()
     .regex(/^\d{1,10}$/)
     .transform(Number)
-    .refine((n) => n >= 1 && n <= 2_147_483_647),
-});
+    .refine((n) => n >= 1 && n <= 2_147_483_647);
+
+export const projectPath = z.object({ id: integerId() });
 
 // --- shared response pieces ----------------------------------------------------------------------
 
@@ -41,7 +43,7 @@ export const userSchema = z
   })
   .register(apiSchemas, { id: 'User' });
 
-function paginated<T extends z.ZodType>(item: T, id: string) {
+export function paginated<T extends z.ZodType>(item: T, id: string) {
   return z
     .object({
       count: z.int(),

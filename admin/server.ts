@@ -1,22 +1,43 @@
-// startAdmin: migrations → PostgreSQL pool → NATS and the projects KV bucket (reconciled) →
-// HTTP. stop() undoes it in order: stop listening and finish in-flight requests → stop KV
-// following → finish sending emails → drain NATS → close PostgreSQL. Idempotent.
+// startAdmin: migrations → PostgreSQL pool → NATS: the pipeline streams, the KV buckets
+// (spate-projects, spate-batch-exports, spate-plugin-configs; each reconciled), the outbox and
+// the stream consumers → HTTP. stop() undoes it in order: stop listening and finish in-flight
+// requests → stop consuming streams → publish what the outbox holds → stop KV following →
+// finish sending emails → drain NATS → close PostgreSQL. Idempotent.
+import { jetstreamManager } from '@nats-io/jetstream';
 import {
   connectNats,
   createLogger,
   createMetricsRegistry,
+  ensurePipelineStreams,
   type Logger,
   type NatsConnection,
 } from '../lib/index.js';
+import { openBatchExportsKv } from './batch-exports-kv.js';
 import type { AdminConfig } from './config.js';
+import { batchExportLogsSink, batchExportRunsSink } from './consumers/batch-export-reports.js';
+import { pluginLogsSink } from './consumers/plugin-logs.js';
+import { StreamIngester, type Sink } from './consumers/stream-ingester.js';
 import { migrate } from './db/migrate.js';
 import { createPool, type Pool } from './db/pool.js';
 import { DomainVerifier } from './domain-verifier.js';
 import { buildApp } from './http/app.js';
 import { InviteMailer } from './invite-mailer.js';
-import { ProjectsKv } from './projects-kv.js';
+import type { KvMirror } from './kv-mirror.js';
+import { LogRetention } from './log-retention.js';
+import { Outbox } from './outbox.js';
+import { openPluginConfigsKv } from './plugin-configs-kv.js';
+import { openProjectsKv } from './projects-kv.js';
 import { apiRoutes } from './routes/index.js';
 import type { Services } from './services.js';
+
+/** How often the outbox is flushed besides right after each request that wrote to it. */
+const OUTBOX_INTERVAL_MS = 5_000;
+/**
+ * JetStream de-duplication window of the pipeline streams: covers the outbox republishing a
+ * request after a crash between publish and delete (it retries within seconds); consumers also
+ * dedupe requests by id. Kept short because the server holds every id of the window in memory.
+ */
+const PIPELINE_DUPLICATE_WINDOW_MS = 2 * 60_000;
 
 /** Version of the API document (GET /api/schema/). */
 export const API_VERSION = '1.0.0';
@@ -60,24 +81,58 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
     const nc = deps.nats ?? (await connectNats(config.natsUrl, 'spate-admin'));
     if (!deps.nats) cleanups.push(() => nc.drain());
 
-    const projectsKv = await ProjectsKv.open(nc, pool, log, config.projectsKvReplicas);
-    cleanups.push(() => projectsKv.stop());
-    const reconciled = await projectsKv.reconcile();
-    log.info(reconciled, 'spate-projects KV bucket reconciled with PostgreSQL');
-    await projectsKv.follow(config.databaseUrl, config.projectsReconcileInterval);
+    await ensurePipelineStreams(await jetstreamManager(nc), {
+      replicas: config.pipelineReplicas,
+      maxBytes: config.pipelineStreamMaxBytes,
+      requestMaxAgeMs: config.pipelineRequestMaxAge,
+      duplicateWindowMs: PIPELINE_DUPLICATE_WINDOW_MS,
+    });
 
     const inviteMailer = config.smtpUrl ? new InviteMailer(config.smtpUrl, config.smtpFrom, log) : undefined;
     if (inviteMailer) cleanups.push(() => inviteMailer.close());
+
+    const mirror = async (kv: KvMirror) => {
+      cleanups.push(() => kv.stop());
+      const reconciled = await kv.reconcile();
+      log.info(reconciled, `${kv.bucket} KV bucket reconciled with PostgreSQL`);
+      await kv.follow(config.databaseUrl, config.projectsReconcileInterval);
+      return kv;
+    };
+    const projectsKv = await mirror(await openProjectsKv(nc, pool, log, config.projectsKvReplicas));
+    const batchExportsKv = await mirror(await openBatchExportsKv(nc, pool, log, config.pipelineReplicas));
+    const pluginConfigsKv = await mirror(await openPluginConfigsKv(nc, pool, log, config.pipelineReplicas));
+
+    const outbox = new Outbox(nc, pool, log);
+    cleanups.push(async () => {
+      await outbox.flush();
+      await outbox.stop();
+    });
+    outbox.start(OUTBOX_INTERVAL_MS);
+
+    const metrics = createMetricsRegistry('admin');
+    const sinks: Array<Sink<unknown>> = [pluginLogsSink, batchExportRunsSink, batchExportLogsSink] as Array<Sink<unknown>>;
+    for (const sink of sinks) {
+      const ingester = new StreamIngester(nc, pool, sink, log, metrics, { batchRows: config.logBatchRows });
+      await ingester.start();
+      cleanups.push(() => ingester.stop());
+    }
+
+    const retention = new LogRetention(pool, config.logRetention, log);
+    retention.start();
+    cleanups.push(() => retention.stop());
 
     const services: Services = {
       config,
       pool,
       log,
       projectsKv,
+      batchExportsKv,
+      pluginConfigsKv,
+      outbox,
       domainVerifier: new DomainVerifier({ servers: config.dnsResolver, timeoutMs: config.dnsTimeout }),
       inviteMailer,
     };
-    const app = buildApp({ routes: apiRoutes, services, metrics: createMetricsRegistry('admin'), version: API_VERSION });
+    const app = buildApp({ routes: apiRoutes, services, metrics, version: API_VERSION });
     cleanups.push(() => app.close());
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();

@@ -4,6 +4,8 @@ import type { AdminConfig } from './config.js';
 import type { Pool } from './db/pool.js';
 import type { DomainVerifier } from './domain-verifier.js';
 import type { InviteMailer } from './invite-mailer.js';
+import type { KvMirror } from './kv-mirror.js';
+import type { Outbox } from './outbox.js';
 import type { ProjectsKv } from './projects-kv.js';
 
 export interface Services {
@@ -11,6 +13,12 @@ export interface Services {
   readonly pool: Pool;
   readonly log: Logger;
   readonly projectsKv: ProjectsKv;
+  /** spate-batch-exports: batch export id → what the export runner needs. */
+  readonly batchExportsKv: KvMirror;
+  /** spate-plugin-configs: project id → its enabled plugin configs, in order. */
+  readonly pluginConfigsKv: KvMirror;
+  /** Requests for workers (backfills, plugin jobs), published after their transaction commits. */
+  readonly outbox: Outbox;
   readonly domainVerifier: DomainVerifier;
   /** undefined when no SMTP server is configured: invites are then not emailed. */
   readonly inviteMailer: InviteMailer | undefined;

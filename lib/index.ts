@@ -10,3 +10,4 @@ export * from './uuid.js';
 export * from './nats.js';
 export * from './runtime-module.js';
 export * from './cluster-file.js';
+export * from './pipeline.js';

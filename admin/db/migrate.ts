@@ -16,9 +16,13 @@ interface MigrationModule {
   down?: (pgm: MigrationBuilder) => void | Promise<void>;
 }
 
-/** Returns the names of the migrations applied by this call (empty when up to date). */
-export async function migrate(databaseUrl: string, log?: Logger): Promise<string[]> {
+/**
+ * Returns the names of the migrations applied by this call (empty when up to date). `count`
+ * applies only that many pending ones (tests of the upgrade path use it).
+ */
+export async function migrate(databaseUrl: string, log?: Logger, options: { count?: number } = {}): Promise<string[]> {
   const applied = await runner({
+    ...(options.count === undefined ? {} : { count: options.count }),
     databaseUrl,
     dir: migrationsDir,
     // Built code has .js.map (and tests) beside the migrations; only migrations are loaded.

@@ -40,6 +40,11 @@ function operation(route: Route): Json {
     );
   }
 
+  const queryShape = route.query ? (route.query.shape as Record<string, z.ZodType>) : {};
+  for (const [name, schema] of Object.entries(queryShape)) {
+    const { description, ...json } = withoutDialect(z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }));
+    parameters.push({ name, in: 'query', required: false, ...(description ? { description } : {}), schema: json });
+  }
   const responses: Json = {};
   const okId = idOf(route.response.schema);
   if (route.response.schema && !okId) throw new Error(`${route.operationId}: response schema is not registered in apiSchemas`);
@@ -49,9 +54,12 @@ function operation(route: Route): Json {
   const bodyId = idOf(route.requestBody);
   if (route.requestBody && !bodyId) throw new Error(`${route.operationId}: request schema is not registered in apiSchemas`);
   if (bodyId) responses['400'] = errorResponse('Invalid body (validation_error and the more specific codes), or malformed JSON (parse_error)');
+  else if (route.errors?.includes(400)) responses['400'] = errorResponse('Invalid query parameters (validation_error)');
   responses['401'] = errorResponse('No personal API key (not_authenticated) or an unknown one (authentication_failed)');
   responses['403'] = errorResponse(
-    route.errors?.includes(403) ? 'Missing scope, or the action needs a higher membership level (permission_denied)' : 'Missing scope (permission_denied)',
+    route.errors?.includes(403)
+      ? "Missing scope, or the caller's membership level or the organization's plugins_access_level does not allow the action (permission_denied)"
+      : 'Missing scope (permission_denied)',
   );
   responses['404'] = errorResponse('No such resource visible to this key (not_found)');
   if (bodyId) responses['415'] = errorResponse('Body is not application/json (unsupported_media_type)');
@@ -94,7 +102,7 @@ export function buildOpenApiDocument(routes: readonly Route[], version: string):
       title: 'Spate management API',
       version,
       description:
-        'Organizations, domains, invites, members and projects of a Spate cluster. ' +
+        'Organizations, domains, invites, members, projects, batch exports, pipeline plugins and plugin configs of a Spate cluster. ' +
         'Authenticate with `Authorization: Bearer <personal API key>`. Errors are ' +
         '`{"type","code","detail","attr"}`. Lists take `limit` (default 100) and `offset`.',
     },

@@ -55,6 +55,8 @@ export interface RouteSpec<P extends z.ZodType> {
   requestBody?: z.ZodType;
   /** Adds limit/offset query parameters to the document. */
   paginated?: boolean;
+  /** Further documented query parameters (optional ones; the handler reads and checks them). */
+  query?: z.ZodObject;
   response: { status: 200 | 201 | 204; description: string; schema?: z.ZodType };
   /** Extra documented 4xx answers besides the ones every route has. */
   errors?: readonly number[];

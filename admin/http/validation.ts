@@ -27,7 +27,7 @@ export function issueMessage(issue: RawIssue): string | undefined {
   switch (issue.code) {
     case 'invalid_type':
       if (input === undefined) return 'This field is required.';
-      if (issue.expected === 'object') return `Invalid data. Expected a dictionary, but got ${pythonTypeName(input)}.`;
+      if (issue.expected === 'object' || issue.expected === 'record') return `Invalid data. Expected a dictionary, but got ${pythonTypeName(input)}.`;
       if (input === null) return 'This field may not be null.';
       switch (issue.expected) {
         case 'string':

@@ -125,7 +125,7 @@ async function launch(
 
   const adminHost = env.ADMIN_HOST ?? '127.0.0.1';
   const adminUrl = `http://${adminHost === '0.0.0.0' ? '127.0.0.1' : adminHost}:${ports.admin}`;
-  const adminEnv = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas) };
+  const adminEnv = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas), PIPELINE_REPLICAS: String(replicas) };
   track('admin', new SupervisedChild({ name: 'admin', ...nodeCommand('../../admin/main'), env: adminEnv }, log), { port: ports.admin });
 
   // Ingest nodes share one port: uWS listens with SO_REUSEPORT and the kernel spreads connections.

@@ -35,6 +35,51 @@ const newDomain = (f: AdminFixture, o: TestUser) => post(f, o, `${org(o)}/domain
 const newInvite = (f: AdminFixture, o: TestUser) => post(f, o, `${org(o)}/invites/`, { target_email: `i${unique()}@example.com` });
 const newProject = (f: AdminFixture, o: TestUser) => post(f, o, `${org(o)}/projects/`, { name: `p${unique()}` });
 const newMember = (f: AdminFixture, o: TestUser) => f.addMember(o.organizationId, `m${unique()}@example.com`, 1);
+export const newBatchExport = (f: AdminFixture, o: TestUser, body: Record<string, unknown> = {}) =>
+  post(f, o, `${org(o)}/batch_exports/`, { name: `e${unique()}`, destination: { type: 'NoOp', config: {} }, interval: 'hour', ...body });
+export const newPlugin = (f: AdminFixture, o: TestUser, collection: string = 'pipeline_destinations', body: Record<string, unknown> = {}) =>
+  post(f, o, `${org(o)}/${collection}/`, { name: `plugin ${unique()}`, plugin_type: 'source', ...body });
+export async function newPluginConfig(f: AdminFixture, o: TestUser, body: Record<string, unknown> = {}) {
+  const plugin = await newPlugin(f, o);
+  return post(f, o, `/api/projects/${o.projectId}/plugin_configs/`, { plugin: plugin.id, order: 1, enabled: true, ...body });
+}
+
+const COLLECTIONS = ['pipeline_destinations', 'pipeline_frontend_apps', 'pipeline_import_apps', 'pipeline_transformations'];
+
+function pluginCases(collection: string): EndpointCase[] {
+  const base = `/api/organizations/:organization_id/${collection}/`;
+  const list = (o: TestUser) => `${org(o)}/${collection}/`;
+  const item = async (f: AdminFixture, o: TestUser) => `${list(o)}${(await newPlugin(f, o, collection)).id}/`;
+  const cases: EndpointCase[] = [
+    { method: 'GET', route: base, scope: 'plugin:read', success: 200, prepare: (_f, o) => ({ path: list(o) }) },
+    { method: 'POST', route: base, scope: 'plugin:write', success: 201, prepare: (_f, o) => ({ path: list(o), body: { name: `new ${unique()}` } }) },
+    { method: 'GET', route: `${base}:id/`, scope: 'plugin:read', success: 200, prepare: async (f, o) => ({ path: await item(f, o) }) },
+    { method: 'PATCH', route: `${base}:id/`, scope: 'plugin:write', success: 200, prepare: async (f, o) => ({ path: await item(f, o), body: { description: 'changed' } }) },
+  ];
+  if (collection === 'pipeline_transformations') return cases;
+  cases.push(
+    { method: 'DELETE', route: `${base}:id/`, scope: 'plugin:write', success: 204, prepare: async (f, o) => ({ path: await item(f, o) }) },
+    { method: 'GET', route: `${base}:id/check_for_updates/`, scope: 'plugin:read', success: 200, prepare: async (f, o) => ({ path: `${await item(f, o)}check_for_updates/` }) },
+    { method: 'GET', route: `${base}:id/source/`, scope: 'plugin:read', success: 200, prepare: async (f, o) => ({ path: `${await item(f, o)}source/` }) },
+    {
+      method: 'PATCH',
+      route: `${base}:id/update_source/`,
+      scope: 'plugin:write',
+      success: 200,
+      prepare: async (f, o) => ({ path: `${await item(f, o)}update_source/`, body: { 'index.ts': 'export function onEvent() {}' } }),
+    },
+    { method: 'POST', route: `${base}:id/upgrade/`, scope: 'plugin:write', success: 200, prepare: async (f, o) => ({ path: `${await item(f, o)}upgrade/`, body: { tag: 'v2' } }) },
+  );
+  for (const action of ['activity', 'exports_unsubscribe_configs', 'repository', 'unused']) {
+    cases.push({ method: 'GET', route: `${base}${action}/`, scope: 'plugin:read', success: 200, prepare: (_f, o) => ({ path: `${list(o)}${action}/` }) });
+  }
+  return cases;
+}
+
+const exportsBase = '/api/organizations/:organization_id/batch_exports/';
+const exportItem = async (f: AdminFixture, o: TestUser) => `${org(o)}/batch_exports/${(await newBatchExport(f, o)).id}/`;
+const configsBase = '/api/projects/:project_id/plugin_configs/';
+const configItem = async (f: AdminFixture, o: TestUser) => `/api/projects/${o.projectId}/plugin_configs/${(await newPluginConfig(f, o)).id}/`;
 
 export const endpointCases: EndpointCase[] = [
   // organizations
@@ -163,13 +208,95 @@ export const endpointCases: EndpointCase[] = [
     success: 201,
     prepare: (_f, o) => ({ path: `${org(o)}/projects/`, body: { name: `new ${unique()}` } }),
   },
+  // batch exports
+  { method: 'GET', route: exportsBase, scope: 'batch_export:read', success: 200, prepare: (_f, o) => ({ path: `${org(o)}/batch_exports/` }) },
+  {
+    method: 'POST',
+    route: exportsBase,
+    scope: 'batch_export:write',
+    success: 201,
+    prepare: (_f, o) => ({ path: `${org(o)}/batch_exports/`, body: { name: `x${unique()}`, destination: { type: 'NoOp', config: {} }, interval: 'day' } }),
+  },
+  { method: 'GET', route: `${exportsBase}:id/`, scope: 'batch_export:read', success: 200, prepare: async (f, o) => ({ path: await exportItem(f, o) }) },
+  { method: 'PATCH', route: `${exportsBase}:id/`, scope: 'batch_export:write', success: 200, prepare: async (f, o) => ({ path: await exportItem(f, o), body: { name: 'renamed' } }) },
+  { method: 'DELETE', route: `${exportsBase}:id/`, scope: 'batch_export:write', success: 204, prepare: async (f, o) => ({ path: await exportItem(f, o) }) },
+  {
+    method: 'POST',
+    route: `${exportsBase}:id/backfill/`,
+    scope: 'batch_export:write',
+    success: 200,
+    prepare: async (f, o) => ({ path: `${await exportItem(f, o)}backfill/`, body: { start_at: '2024-01-01T00:00:00Z', end_at: '2024-01-01T03:00:00Z' } }),
+  },
+  { method: 'GET', route: `${exportsBase}:id/logs/`, scope: 'batch_export:read', success: 200, prepare: async (f, o) => ({ path: `${await exportItem(f, o)}logs/` }) },
+  { method: 'POST', route: `${exportsBase}:id/pause/`, scope: 'batch_export:write', success: 200, prepare: async (f, o) => ({ path: `${await exportItem(f, o)}pause/` }) },
+  { method: 'POST', route: `${exportsBase}:id/unpause/`, scope: 'batch_export:write', success: 200, prepare: async (f, o) => ({ path: `${await exportItem(f, o)}unpause/` }) },
+  // pipeline plugins
+  ...COLLECTIONS.flatMap(pluginCases),
+  // plugin configs
+  { method: 'GET', route: configsBase, scope: 'plugin:read', success: 200, prepare: (_f, o) => ({ path: `/api/projects/${o.projectId}/plugin_configs/` }) },
+  {
+    method: 'POST',
+    route: configsBase,
+    scope: 'plugin:write',
+    success: 201,
+    prepare: async (f, o) => ({ path: `/api/projects/${o.projectId}/plugin_configs/`, body: { plugin: (await newPlugin(f, o)).id, order: 3 } }),
+  },
+  { method: 'GET', route: `${configsBase}:id/`, scope: 'plugin:read', success: 200, prepare: async (f, o) => ({ path: await configItem(f, o) }) },
+  { method: 'PATCH', route: `${configsBase}:id/`, scope: 'plugin:write', success: 200, prepare: async (f, o) => ({ path: await configItem(f, o), body: { order: 7 } }) },
+  { method: 'DELETE', route: `${configsBase}:id/`, scope: 'plugin:write', success: 204, prepare: async (f, o) => ({ path: await configItem(f, o) }) },
+  { method: 'GET', route: `${configsBase}:id/activity/`, scope: 'plugin:read', success: 200, prepare: async (f, o) => ({ path: `${await configItem(f, o)}activity/` }) },
+  { method: 'GET', route: `${configsBase}:id/frontend/`, scope: 'plugin:read', success: 200, prepare: async (f, o) => ({ path: `${await configItem(f, o)}frontend/` }) },
+  {
+    method: 'POST',
+    route: `${configsBase}:id/job/`,
+    scope: 'plugin:write',
+    success: 200,
+    prepare: async (f, o) => ({ path: `${await configItem(f, o)}job/`, body: { job: { type: 'exportEvents', payload: {} } } }),
+  },
+  { method: 'POST', route: `${configsBase}:id/migrate/`, scope: 'plugin:write', success: 200, prepare: async (f, o) => ({ path: `${await configItem(f, o)}migrate/` }) },
+  {
+    method: 'GET',
+    route: `${configsBase}:plugin_config_id/logs/`,
+    scope: 'plugin:read',
+    success: 200,
+    prepare: async (f, o) => ({ path: `${await configItem(f, o)}logs/` }),
+  },
+  {
+    method: 'PATCH',
+    route: `${configsBase}rearrange/`,
+    scope: 'plugin:write',
+    success: 200,
+    prepare: async (f, o) => {
+      const config = await newPluginConfig(f, o);
+      return { path: `/api/projects/${o.projectId}/plugin_configs/rearrange/`, body: { orders: { [config.id]: 2 } } };
+    },
+  },
 ];
 
 /** Everything in the admin tables, for before/after comparisons (key use times excluded). */
 export async function snapshotAdminTables(f: AdminFixture): Promise<Record<string, unknown[]>> {
-  const tables = ['users', 'organizations', 'organization_memberships', 'projects', 'organization_invites', 'organization_domains', 'admin_bootstrap'];
+  // nats_outbox is left out: its rows are transient (published and deleted within moments).
+  const tables = [
+    'users',
+    'organizations',
+    'organization_memberships',
+    'projects',
+    'organization_invites',
+    'organization_domains',
+    'admin_bootstrap',
+    'batch_exports',
+    'batch_export_backfills',
+    'batch_export_runs',
+    'batch_export_log_entries',
+    'plugins',
+    'plugin_source_files',
+    'plugin_configs',
+    'plugin_log_entries',
+    'plugin_jobs',
+    'activity_log',
+  ];
   const out: Record<string, unknown[]> = {};
-  for (const t of tables) out[t] = (await f.db.query(`select * from ${t} order by 1`)).rows;
+  for (const t of tables) out[t] = (await f.db.query(`select * from ${t} order by 1, 2`)).rows;
   out.personal_api_keys = (await f.db.query('select id, user_id, scopes, scoped_organizations, secure_value from personal_api_keys order by id')).rows;
   return out;
 }
