@@ -3,6 +3,7 @@
 // checks beside those artefacts (deploy/**/*.test.ts) hold every file to these facts.
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { DockerfileParser } from 'dockerfile-ast';
 import { parseAllDocuments, parse as parseYamlText } from 'yaml';
 import { adminConfigDefinition } from '../admin/index.js';
 import { ingestConfigDefinition } from '../ingest/index.js';
@@ -171,4 +172,16 @@ export function localNatsVersion(version: string): string {
 export function runtimeValue(name: string): string {
   if (name === 'DATABASE_URL') return 'postgres://user:secret@database:5432/spate';
   return 'runtime-value';
+}
+
+/** The environment deploy/docker/Dockerfile gives every container: the ENVs of its last stage. */
+export function imageEnv(): Record<string, string> {
+  const dockerfile = DockerfileParser.parse(readRepoFile('deploy/docker/Dockerfile'));
+  const lastFrom = dockerfile.getFROMs().at(-1)!.getRange().start.line;
+  const env: Record<string, string> = {};
+  for (const e of dockerfile.getENVs()) {
+    if (e.getRange().start.line < lastFrom) continue;
+    for (const p of e.getProperties()) env[p.getName()] = p.getValue() ?? '';
+  }
+  return env;
 }

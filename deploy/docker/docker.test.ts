@@ -13,6 +13,7 @@ import {
   DEPLOYABLES,
   deployableOfCommand,
   effectivePort,
+  imageEnv,
   readRepoFile,
   repoPath,
   repoRoot,
@@ -49,16 +50,6 @@ function stage(name: string): Stage {
 
 const keyword = (s: Stage, k: string) => s.instructions.filter((i) => i.getKeyword() === k);
 const args = (i: Instruction) => i.getArguments().map((a) => a.getValue());
-
-/** The image's environment: every ENV of the runtime stage. */
-function imageEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const e of dockerfile.getENVs()) {
-    if (!keyword(stage('runtime'), 'ENV').some((i) => i.getRange().start.line === e.getRange().start.line)) continue;
-    for (const p of e.getProperties()) env[p.getName()] = p.getValue() ?? '';
-  }
-  return env;
-}
 
 /** Files `tsc -p tsconfig.build.json` compiles, relative to the repository. */
 let compiled: string[] = [];
