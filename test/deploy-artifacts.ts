@@ -1,6 +1,7 @@
 // What the deployment artefacts (deploy/docker, compose, k8s, observability) may refer to: each
 // deployable's entry file, its settings, its port and its health paths, taken from the code. The
 // checks beside those artefacts (deploy/**/*.test.ts) hold every file to these facts.
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { DockerfileParser } from 'dockerfile-ast';
@@ -27,7 +28,8 @@ export function parseYaml(relative: string): unknown {
 /** Every document of a multi-document YAML file; throws on the first syntax error. */
 export function parseYamlDocuments(relative: string): unknown[] {
   return parseAllDocuments(readRepoFile(relative), { merge: true, strict: true, prettyErrors: true }).map((doc) => {
-    if (doc.errors.length > 0) throw doc.errors[0];
+    const [error] = doc.errors;
+    if (error) throw error;
     return doc.toJS() as unknown;
   });
 }
@@ -162,7 +164,8 @@ export const REPLICA_SETTINGS: Partial<Record<DeployableName, string>> = {
 };
 
 /** The nats-server version the test kit runs (`nats-server --version`: "nats-server: v2.9.10"). */
-export function localNatsVersion(version: string): string {
+export function localNatsVersion(): string {
+  const version = execFileSync(process.env.NATS_SERVER_BIN ?? 'nats-server', ['--version'], { encoding: 'utf8' });
   const m = /v(\d+\.\d+\.\d+)/.exec(version);
   if (!m) throw new Error(`unexpected nats-server --version output: ${version}`);
   return m[1]!;

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { relative } from 'node:path';
-import dockerignore from '@balena/dockerignore';
+import dockerignoreModule from '@balena/dockerignore';
 import { DockerfileParser, type Copy, type Dockerfile, type Instruction } from 'dockerfile-ast';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -20,6 +20,8 @@ import {
   workersMerged,
 } from '../../test/deploy-artifacts.js';
 
+// The package is CommonJS (module.exports = factory) while its types declare an ES default export.
+const dockerignore = dockerignoreModule as unknown as typeof dockerignoreModule.default;
 const dockerfile: Dockerfile = DockerfileParser.parse(readRepoFile('deploy/docker/Dockerfile'));
 const context = dockerignore({ ignorecase: false }).add(readRepoFile('.dockerignore'));
 const inContext = (path: string) => !context.ignores(path);

@@ -13,10 +13,10 @@ let readyAfter = 0;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
-    if (req.url === '/ok') return res.writeHead(200).end('{"status":"ok"}');
-    if (req.url === '/later') return res.writeHead(Date.now() >= readyAfter ? 200 : 503).end();
-    if (req.url === '/slow') return void setTimeout(() => res.writeHead(200).end(), 5_000);
-    res.writeHead(503).end('{"ready":false}');
+    if (req.url === '/ok') res.writeHead(200).end('{"status":"ok"}');
+    else if (req.url === '/later') res.writeHead(Date.now() >= readyAfter ? 200 : 503).end();
+    else if (req.url === '/slow') setTimeout(() => res.writeHead(200).end(), 5_000);
+    else res.writeHead(503).end('{"ready":false}');
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -190,10 +190,7 @@ describe('nats config files', () => {
     expect(values.config.cluster).toMatchObject({ enabled: true, replicas: 3 });
     expect(values.config.jetstream).toMatchObject({ enabled: true, fileStore: { enabled: true, pvc: { enabled: true } }, memoryStore: { enabled: false } });
     // The server version the suite runs against is the one the chart runs.
-    const version = await new Promise<string>((resolve, reject) =>
-      execFile(NATS_BIN, ['--version'], (err, stdout) => (err ? reject(err) : resolve(stdout))),
-    );
-    expect(values.container.image).toMatchObject({ repository: 'nats', tag: `${localNatsVersion(version)}-alpine` });
+    expect(values.container.image).toMatchObject({ repository: 'nats', tag: `${localNatsVersion()}-alpine` });
   });
 
   it('nats config - without JetStream memory storage (as the Helm values run it) ordered consumers and KV watches work', async () => {
