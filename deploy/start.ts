@@ -8,24 +8,27 @@ const { values } = parseArgs({
   options: {
     'nats-nodes': { type: 'string', default: '1' },
     ingest: { type: 'string', default: '1' },
+    workers: { type: 'string', default: '1' },
     'data-dir': { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
 
 if (values.help) {
-  console.log(`usage: npm start -- [--nats-nodes 1|3] [--ingest N] [--data-dir DIR]
+  console.log(`usage: npm start -- [--nats-nodes 1|3] [--ingest N] [--workers M] [--data-dir DIR]
 
-Runs nats-server (or a 3-node JetStream cluster), PostgreSQL, the admin server and N ingest
-nodes under $SPATE_DATA_DIR (default .data/), then writes cluster.json there. NATS_URL and
+Runs nats-server (or a 3-node JetStream cluster), PostgreSQL, the admin server, N ingest
+nodes and M workers under $SPATE_DATA_DIR (default .data/), then writes cluster.json there. NATS_URL and
 DATABASE_URL use existing servers instead.`);
   process.exit(0);
 }
 
 const natsNodes = Number(values['nats-nodes']);
 const ingest = Number(values.ingest);
+const workers = Number(values.workers);
 if (natsNodes !== 1 && natsNodes !== 3) throw new Error('--nats-nodes must be 1 or 3');
 if (!Number.isInteger(ingest) || ingest < 1) throw new Error('--ingest must be a positive integer');
+if (!Number.isInteger(workers) || workers < 0) throw new Error('--workers must be 0 or more');
 
 const dataDir = values['data-dir'] ?? defaultDataDir();
 const log = {
@@ -33,7 +36,7 @@ const log = {
   warn: (m: string) => console.warn(`[spate] ${m}`),
 };
 
-const local = await startLocalCluster({ dataDir, natsNodes, ingest, env: process.env }, log).catch((err: unknown) => {
+const local = await startLocalCluster({ dataDir, natsNodes, ingest, workers, env: process.env }, log).catch((err: unknown) => {
   console.error(`[spate] failed to start: ${err instanceof Error ? err.message : String(err)}`);
   process.exit(1);
 });

@@ -90,8 +90,19 @@ export function needsDecompression(body: Uint8Array, rawQuery: string, contentEn
  * Turns a capture request into the JSON it carries: UTF-8 bytes, or a string when lz-string
  * produced it. Bytes stay bytes so large payloads can be scanned without decoding them whole.
  */
+/** A body whose first non-space byte opens a JSON object or array: none of the encodings apply. */
+function isPlainJson(bytes: Uint8Array): boolean {
+  for (const c of bytes) {
+    if (c === 0x7b || c === 0x5b) return true;
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return false;
+  }
+  return false;
+}
+
 export function decodePayload(input: DecodeInput): Uint8Array | string {
   const { query } = input;
+  // The common case, and the hot path for single events: a plain JSON body.
+  if (input.contentEncoding === '' && !query.has('data') && !query.has('compression') && isPlainJson(input.body)) return input.body;
   let payload: Uint8Array;
   let formCompression: string | null = null;
   let decodedBase64 = false;

@@ -81,6 +81,16 @@ export function correctedTimestamp(raw: RawEvent, properties: Properties, ctx: E
   return ms;
 }
 
+const CANONICAL_ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+/** `ms` as ISO 8601; the client's own string when it already is exactly that (saves a format). */
+function isoTimestamp(clientTimestamp: unknown, ms: number): string {
+  if (typeof clientTimestamp === 'string' && clientTimestamp.length === 24 && CANONICAL_ISO.test(clientTimestamp) && Date.parse(clientTimestamp) === ms) {
+    return clientTimestamp;
+  }
+  return new Date(ms).toISOString();
+}
+
 export function normalizeEvent(raw: RawEvent, ctx: EventContext): CapturedEvent | DropReason {
   const name = raw.event;
   if (typeof name !== 'string' || name.length === 0) return 'missing_event_name';
@@ -95,7 +105,7 @@ export function normalizeEvent(raw: RawEvent, ctx: EventContext): CapturedEvent 
     event: name,
     distinct_id: distinctId,
     properties,
-    timestamp: new Date(correctedTimestamp(raw, properties, ctx)).toISOString(),
+    timestamp: isoTimestamp(raw.timestamp, correctedTimestamp(raw, properties, ctx)),
     now: ctx.nowIso,
     token: ctx.token,
     project_id: ctx.projectId,

@@ -45,6 +45,17 @@ export interface ParsedRequest extends PackedLines {
 
 const SENT_AT_MIN_MS = Date.UTC(2021, 0, 1);
 
+// Many requests share a millisecond: format `now` once per millisecond.
+let lastIsoMs = Number.NaN;
+let lastIso = '';
+function isoOf(ms: number): string {
+  if (ms !== lastIsoMs) {
+    lastIsoMs = ms;
+    lastIso = new Date(ms).toISOString();
+  }
+  return lastIso;
+}
+
 function sentAtOf(bodySentAt: unknown, query: URLSearchParams): number | undefined {
   if (typeof bodySentAt === 'string' && bodySentAt.length > 0) {
     const ms = Date.parse(bodySentAt);
@@ -102,7 +113,7 @@ export function parseCaptureRequest(
     token,
     projectId: project.projectId,
     nowMs: meta.nowMs,
-    nowIso: new Date(meta.nowMs).toISOString(),
+    nowIso: isoOf(meta.nowMs),
     sentAtMs,
     sentAtIso: sentAtMs === undefined ? undefined : new Date(sentAtMs).toISOString(),
     ip: meta.ip,

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { adminConfigDefinition } from '../admin/index.js';
 import { captureErrors, ingestConfigDefinition } from '../ingest/index.js';
 import { describeConfig } from '../lib/index.js';
+import { workerConfigDefinition } from '../workers/index.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 
@@ -16,7 +17,7 @@ describe('README', () => {
   });
 
   it('readme - documents every setting of every deployable', () => {
-    for (const definition of [ingestConfigDefinition, adminConfigDefinition]) {
+    for (const definition of [ingestConfigDefinition, adminConfigDefinition, workerConfigDefinition]) {
       for (const s of describeConfig(definition)) expect(readme, s.env).toContain(`| \`${s.env}\` |`);
     }
   });

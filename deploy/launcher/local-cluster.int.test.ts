@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readClusterFile, type ClusterFile } from '../../lib/index.js';
+import { ProcessedCounter } from '../../test/faults/processed.js';
 import { waitFor } from '../../test/kit/index.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'spate-launcher-'));
@@ -66,12 +67,26 @@ describe('npm start (local cluster)', () => {
     const c = await ready(first);
     expect(c).toMatchObject({ projectId: 1 });
     expect(c.projectApiKey).toMatch(/^phc_/);
-    expect(c.processes!.map((p) => p.role).sort()).toEqual(['admin', 'ingest', 'nats', 'postgres']);
+    expect(c.processes!.map((p) => p.role).sort()).toEqual(['admin', 'ingest', 'nats', 'postgres', 'worker']);
     expect(c.personalApiKey).toMatch(/^phx_/);
     const orgs = await fetch(`${c.adminUrl}/api/organizations/`, { headers: { authorization: `Bearer ${c.personalApiKey}` } });
     expect(orgs.status).toBe(200);
     expect(((await orgs.json()) as { results: { id: string }[] }).results.map((o) => o.id)).toContain(c.organizationId);
     expect(await capture(c, 'before-crash')).toBe(200);
+
+    // End to end: capture → EVENTS → worker → PROCESSED, with a person attached.
+    const uuid = '0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b';
+    const sent = await fetch(`${c.captureUrl}/capture/`, {
+      method: 'POST',
+      body: JSON.stringify({ api_key: c.projectApiKey, event: 'e2e', distinct_id: 'e2e-user', uuid }),
+    });
+    expect(sent.status).toBe(200);
+    const processed = await ProcessedCounter.open(c.natsUrl);
+    await waitFor('event processed', async () => {
+      await processed.refresh();
+      return processed.counts.get(uuid) === 1;
+    }, 30_000, 200);
+    await processed.close();
 
     const ingest = c.processes!.find((p) => p.role === 'ingest')!;
     process.kill(ingest.pid, 'SIGKILL');

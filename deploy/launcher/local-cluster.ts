@@ -1,5 +1,5 @@
 // `npm start`: the whole system on one machine, supervised. Starts in dependency order and
-// stops in the reverse one: ingest nodes → admin → NATS → PostgreSQL.
+// stops in the reverse one: ingest nodes → workers → admin → NATS → PostgreSQL.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { bootstrapCluster } from '../../admin/index.js';
@@ -14,6 +14,7 @@ export interface LaunchOptions {
   dataDir: string;
   natsNodes: 1 | 3;
   ingest: number;
+  workers: number;
   env: NodeJS.ProcessEnv;
 }
 
@@ -34,7 +35,7 @@ export async function startLocalCluster(options: LaunchOptions, log: SupervisorL
   const children: { role: ProcessEntry['role']; child: SupervisedChild }[] = [];
   // Reverse dependency order: nothing that publishes outlives NATS, nothing that writes outlives PostgreSQL.
   const stopAll = async () => {
-    for (const role of ['ingest', 'admin', 'nats', 'postgres'] as const) {
+    for (const role of ['ingest', 'worker', 'admin', 'nats', 'postgres'] as const) {
       await Promise.all(children.filter((c) => c.role === role).map((c) => c.child.stop()));
     }
   };
@@ -55,6 +56,7 @@ async function launch(
   const { dataDir, env } = options;
   mkdirSync(dataDir, { recursive: true });
   const preferred: Record<string, number> = { capture: 8000, admin: 8010, postgres: 5433 };
+  for (let i = 1; i <= options.workers; i++) preferred[`worker${i}`] = 8019 + i;
   for (let i = 1; i <= options.natsNodes; i++) {
     preferred[`nats${i}`] = 4221 + i;
     preferred[`natsMonitor${i}`] = 8221 + i;
@@ -134,6 +136,18 @@ async function launch(
     track('ingest', new SupervisedChild({ name: `ingest-${i}`, ...nodeCommand('../../ingest/main'), env: ingestEnv }, log), { port: ports.capture });
   }
   await waitFor(`ingest at ${captureUrl}`, async () => (await fetch(`${captureUrl}/_ready`).catch(() => undefined))?.ok === true, 60_000);
+
+  // Workers share the shards through leases; each serves /metrics, /_health, /_ready on its own port.
+  const workerUrls: string[] = [];
+  for (let i = 1; i <= options.workers; i++) {
+    const port = ports[`worker${i}`]!;
+    const workerEnv = { ...env, NATS_URL: natsUrl, DATABASE_URL: databaseUrl, NATS_REPLICAS: String(replicas), WORKER_METRICS_PORT: String(port) };
+    track('worker', new SupervisedChild({ name: `worker-${i}`, ...nodeCommand('../../workers/main'), env: workerEnv }, log), { metricsPort: port });
+    workerUrls.push(`http://127.0.0.1:${port}`);
+  }
+  for (const url of workerUrls) {
+    await waitFor(`worker at ${url}`, async () => (await fetch(`${url}/_ready`).catch(() => undefined))?.ok === true, 60_000);
+  }
   await waitFor(`admin at ${adminUrl}`, async () => (await fetch(`${adminUrl}/_health`).catch(() => undefined))?.ok === true, 60_000);
 
   const cluster: ClusterFile = {

@@ -1,0 +1,490 @@
+// Benchmark: processing throughput and latency of ONE worker process with PostgreSQL.
+//
+//   npx tsx bench/workers/throughput.ts [--quick] [--events N] [--persons N] [--no-durable]
+//   (or, built: node dist/bench/workers/throughput.js)
+//
+// Starts a private nats-server and PostgreSQL (deploy/local building blocks), preloads persons,
+// publishes a realistic mix into EVENTS as ingest would (80% custom events of known persons, 10%
+// $identify, 5% $create_alias, 5% $groupidentify; 100 events per message), then starts one worker
+// process and measures:
+//   1. throughput: events/s while it drains the backlog;
+//   2. latency: with the backlog gone, events published at a fixed rate; per event, the time from
+//      its source message being published to its PROCESSED message being stored (capture-independent).
+// Prints one table and writes JSON to bench/results/.
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import { headers } from '@nats-io/transport-node';
+import * as hdr from 'hdr-histogram-js';
+import pg from 'pg';
+import { NatsNode } from '../../deploy/local/nats-server.js';
+import { freePort } from '../../deploy/local/ports.js';
+import { PostgresServer } from '../../deploy/local/postgres.js';
+import {
+  connectNats,
+  ensureStreams,
+  runtimeModule,
+  shardOf,
+  STREAMS,
+  subjectFor,
+  uuidv7,
+  type CapturedEvent,
+  type NatsConnection,
+} from '../../lib/index.js';
+import { personUuidFor } from '../../workers/index.js';
+
+export interface WorkerThroughputOptions {
+  /** Events in the backlog drained for the throughput figure. */
+  events: number;
+  /** Known persons preloaded into Postgres. */
+  persons: number;
+  perMessage: number;
+  shardCount: number;
+  /** Seconds of fixed-rate publishing for the latency figure. */
+  latencySeconds: number;
+  /** Rate of the latency phase in events/s; default: half the measured throughput. */
+  latencyRate?: number;
+  /** PostgreSQL with fsync and synchronous commit (true) or without (false, like the tests). */
+  durable: boolean;
+  /** Write bench/results/workers-throughput-<time>.json. */
+  writeResults: boolean;
+  /** Write a V8 CPU profile of the worker process to bench/results/profiles/. */
+  profile?: boolean;
+  log: (line: string) => void;
+}
+
+export interface WorkerThroughputResult {
+  name: 'workers-throughput';
+  at: string;
+  options: Omit<WorkerThroughputOptions, 'log'>;
+  mix: Record<string, number>;
+  throughput: {
+    events: number;
+    seconds: number;
+    eventsPerSecond: number;
+    cpu: { workerUsPerEvent: number; postgresUsPerEvent: number; natsUsPerEvent: number };
+    workerCoreBoundEventsPerSecond: number;
+    twoCoreBoundEventsPerSecond: number;
+  };
+  latency: { rate: number; events: number; p50Ms: number; p90Ms: number; p99Ms: number; maxMs: number };
+  machine: { cpus: number; loadAverage: number[] };
+  resultsFile?: string;
+}
+
+export const QUICK: Partial<WorkerThroughputOptions> = { events: 60_000, persons: 10_000, latencySeconds: 5 };
+
+const DEFAULTS: WorkerThroughputOptions = {
+  events: 300_000,
+  persons: 20_000,
+  perMessage: 100,
+  shardCount: 16,
+  latencySeconds: 10,
+  durable: true,
+  writeResults: true,
+  log: (line) => console.log(line),
+};
+
+const PROJECT = 1;
+
+class MixGenerator {
+  private counter = 0;
+  readonly mix = { custom: 0, identify: 0, create_alias: 0, groupidentify: 0 };
+  constructor(private readonly persons: number) {}
+
+  next(): CapturedEvent {
+    const n = this.counter++;
+    const user = `user-${(n * 7919) % this.persons}`;
+    const now = new Date().toISOString();
+    const base = { uuid: uuidv7(), distinct_id: user, timestamp: now, now, token: 'phc_bench', project_id: PROJECT, ip: '10.0.0.1' };
+    const slot = n % 20;
+    if (slot < 16) {
+      this.mix.custom++;
+      return {
+        ...base,
+        event: slot % 2 === 0 ? '$pageview' : 'button clicked',
+        properties: {
+          $current_url: `https://example.com/page/${n % 97}`,
+          $browser: 'Chrome',
+          $os: 'Mac OS X',
+          $lib: 'web',
+          $lib_version: '1.100.0',
+          $session_id: `s-${n % 1000}`,
+          $screen_width: 1920,
+          $screen_height: 1080,
+          plan_viewed: n % 3 === 0 ? 'pro' : 'free',
+          ...(slot === 3 ? { $groups: { company: `co-${n % 500}` } } : {}),
+        },
+      };
+    }
+    if (slot < 18) {
+      this.mix.identify++;
+      return {
+        ...base,
+        event: '$identify',
+        properties: { $anon_distinct_id: `anon-${n}`, $set: { last_login: now, plan: n % 2 ? 'pro' : 'free' }, $set_once: { first_seen: now } },
+      };
+    }
+    if (slot === 18) {
+      this.mix.create_alias++;
+      return { ...base, event: '$create_alias', properties: { alias: `alias-${n}` } };
+    }
+    this.mix.groupidentify++;
+    return {
+      ...base,
+      event: '$groupidentify',
+      properties: {
+        $group_type: n % 40 === 19 ? 'team' : 'company',
+        $group_key: `co-${n % 500}`,
+        $group_set: { name: `Company ${n % 500}`, employees: n % 1000, date_joined: '2020-01-01T00:00:00Z' },
+      },
+    };
+  }
+}
+
+/** Highest EVENTS sequence published per shard: the worker is done when its positions reach them. */
+const lastSeqByShard = new Map<number, number>();
+
+async function publishMessages(
+  js: JetStreamClient,
+  events: CapturedEvent[],
+  o: WorkerThroughputOptions,
+  sentAt?: Map<string, number>,
+): Promise<void> {
+  const bySubject = new Map<string, CapturedEvent[]>();
+  for (const e of events) {
+    const subject = subjectFor('events', e.project_id, shardOf(e.distinct_id, o.shardCount));
+    let list = bySubject.get(subject);
+    if (!list) bySubject.set(subject, (list = []));
+    list.push(e);
+  }
+  const pending: Promise<unknown>[] = [];
+  for (const [subject, list] of bySubject) {
+    for (let i = 0; i < list.length; i += o.perMessage) {
+      const chunk = list.slice(i, i + o.perMessage);
+      let body = '';
+      for (const e of chunk) body += JSON.stringify(e) + '\n';
+      const h = headers();
+      h.set('Spate-Events', String(chunk.length));
+      const at = Date.now();
+      if (sentAt) for (const e of chunk) sentAt.set(e.uuid, at);
+      const shard = Number(subject.split('.')[2]);
+      pending.push(
+        js.publish(subject, body, { headers: h, msgID: chunk[0]!.uuid }).then((ack) => {
+          lastSeqByShard.set(shard, Math.max(lastSeqByShard.get(shard) ?? 0, ack.seq));
+        }),
+      );
+      if (pending.length >= 256) await Promise.all(pending.splice(0));
+    }
+  }
+  await Promise.all(pending);
+}
+
+async function preloadPersons(databaseUrl: string, persons: number): Promise<void> {
+  const db = new pg.Client({ connectionString: databaseUrl });
+  await db.connect();
+  try {
+    for (let from = 0; from < persons; from += 5_000) {
+      const ids: string[] = [];
+      for (let i = from; i < Math.min(persons, from + 5_000); i++) ids.push(`user-${i}`);
+      const uuids = ids.map((d) => personUuidFor(PROJECT, d));
+      const props = ids.map((d) => JSON.stringify({ email: `${d}@example.com`, name: d, plan: 'free', signup: '2024-01-01' }));
+      await db.query(
+        `INSERT INTO persons (uuid, project_id, properties, is_identified, created_at, version)
+         SELECT u, $2, p, true, now(), 0 FROM unnest($1::uuid[], $3::jsonb[]) AS t(u, p)`,
+        [uuids, PROJECT, props],
+      );
+      await db.query(
+        `INSERT INTO person_distinct_ids (project_id, distinct_id, person_uuid) SELECT $2, d, u FROM unnest($1::text[], $3::uuid[]) AS t(d, u)`,
+        [ids, PROJECT, uuids],
+      );
+    }
+  } finally {
+    await db.end();
+  }
+}
+
+/** CPU seconds (user + system) used so far by these processes (Linux /proc). */
+function cpuSeconds(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // the process ended: its time is no longer visible
+    }
+  }
+  return ticks / 100;
+}
+
+/** A process and all its children (the postmaster and its backends). */
+function withChildren(pid: number | undefined): number[] {
+  if (pid === undefined) return [];
+  const out = [pid];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) out.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+async function metricSum(url: string, name: string): Promise<number> {
+  const text = await fetch(`${url}/metrics`).then((r) => r.text(), () => '');
+  let sum = 0;
+  for (const line of text.split('\n')) if (line.startsWith(name)) sum += Number(line.split(' ').pop());
+  return sum;
+}
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** Times from publish to PROCESSED storage for the events of `sentAt`, read from the stream after `fromSeq`. */
+async function processedLatencies(nc: NatsConnection, fromSeq: number, sentAt: Map<string, number>): Promise<number[]> {
+  const consumer = await jetstream(nc).consumers.get(STREAMS.processed, { opt_start_seq: fromSeq + 1 });
+  const out: number[] = [];
+  const decoder = new TextDecoder();
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const batch = await consumer.fetch({ max_messages: 100, expires: 2_000 });
+    let got = 0;
+    for await (const m of batch) {
+      got++;
+      const stored = m.info.timestampNanos / 1e6;
+      for (const line of decoder.decode(m.data).split('\n')) {
+        if (!line) continue;
+        const at = sentAt.get((JSON.parse(line) as { uuid: string }).uuid);
+        if (at !== undefined) out.push(Math.max(0, stored - at));
+      }
+    }
+    if (got === 0 || out.length >= sentAt.size || Date.now() > deadline) break;
+  }
+  return out;
+}
+
+export async function runWorkerThroughput(options: Partial<WorkerThroughputOptions> = {}): Promise<WorkerThroughputResult> {
+  const o: WorkerThroughputOptions = { ...DEFAULTS, ...options };
+  lastSeqByShard.clear();
+  const dir = mkdtempSync(join(tmpdir(), 'spate-bench-workers-'));
+  chmodSync(dir, 0o711);
+  const nats = new NatsNode({ dir: join(dir, 'nats'), port: await freePort(), monitorPort: await freePort(), serverName: 'bench' });
+  const postgres = new PostgresServer({ dataDir: join(dir, 'pg'), port: await freePort(), durable: o.durable });
+  let child: ReturnType<typeof spawn> | undefined;
+  let nc: NatsConnection | undefined;
+  try {
+    await nats.start();
+    await postgres.init();
+    await postgres.start();
+    const databaseUrl = await postgres.createDatabase('spate');
+    nc = await connectNats(nats.url, 'bench-workers');
+    await ensureStreams(await jetstreamManager(nc), { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 });
+    const js = jetstream(nc);
+
+    // The worker creates its schema; start it once without shards' work to migrate, then preload.
+    const { migrateWorkerSchema } = await import('../../workers/migrate.js');
+    const { createLogger } = await import('../../lib/index.js');
+    await migrateWorkerSchema(databaseUrl, createLogger('bench', 'warn'));
+    o.log(`preloading ${o.persons} persons…`);
+    await preloadPersons(databaseUrl, o.persons);
+
+    const gen = new MixGenerator(o.persons);
+    o.log(`publishing ${o.events} events (${o.perMessage} per message)…`);
+    const backlog: CapturedEvent[] = [];
+    for (let i = 0; i < o.events; i++) backlog.push(gen.next());
+    for (let i = 0; i < backlog.length; i += 20_000) await publishMessages(js, backlog.slice(i, i + 20_000), o);
+    const mix = { ...gen.mix };
+
+    const mod = runtimeModule(import.meta.url, '../../workers/main');
+    const port = await freePort();
+    const output: string[] = [];
+    const profileArgs = o.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(resultsDirectory(), 'profiles')}`] : [];
+    child = spawn(process.execPath, [...mod.execArgv, ...profileArgs, mod.path], {
+      env: {
+        ...process.env,
+        NATS_URL: nats.url,
+        DATABASE_URL: databaseUrl,
+        SHARD_COUNT: String(o.shardCount),
+        WORKER_METRICS_PORT: String(port),
+        WORKER_ID: 'bench-worker',
+        LOG_LEVEL: 'warn',
+        SPATE_WORKER_TIMINGS: process.env.BENCH_DEBUG ?? '',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout!.on('data', (d: Buffer) => output.push(d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (process.env.BENCH_DEBUG ? process.stderr.write(d) : output.push(d.toString())));
+    const statusUrl = `http://127.0.0.1:${port}`;
+    // Progress from Postgres (positions), not /metrics: scraping costs the worker CPU it would otherwise measure.
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    const positions = async () => {
+      const { rows } = await db.query<{ shard: number; position: string }>(
+        "SELECT shard, position FROM shard_positions WHERE stream = 'EVENTS'",
+      );
+      return new Map(rows.map((r) => [r.shard, Number(r.position)]));
+    };
+    const caughtUp = async () => {
+      const at = await positions();
+      return [...lastSeqByShard].every(([shard, seq]) => (at.get(shard) ?? 0) >= seq);
+    };
+
+    o.log('worker started: draining the backlog…');
+    await waitUntil(async () => [...(await positions()).values()].some((p) => p > 0), 120_000, `the worker to start (${output.join('').slice(-1000)})`);
+    const t0 = performance.now();
+    const n0 = await metricSum(statusUrl, 'spate_worker_events_processed_total');
+    const pgPids = withChildren(postgres.pid);
+    const cpu0 = { worker: cpuSeconds([child.pid!]), postgres: cpuSeconds(pgPids), nats: cpuSeconds([nats.pid!]) };
+    await waitUntil(caughtUp, 30 * 60_000, 'the backlog to drain');
+    const seconds = (performance.now() - t0) / 1000;
+    if (process.env.BENCH_DEBUG) {
+      const text = await fetch(`${statusUrl}/metrics`).then((r) => r.text());
+      o.log(text.split('\n').filter((l) => /^spate_worker_(batch_duration_seconds_(sum|count)|batch_events_(sum|count)|batch_phase_seconds_sum|batch_retries|person_cache|publish_dup)/.test(l)).join('\n'));
+    }
+    const drained = o.events - n0;
+    const perEvent = (used: number) => Math.round((used / drained) * 1e6 * 10) / 10;
+    const cpu = {
+      workerUsPerEvent: perEvent(cpuSeconds([child.pid!]) - cpu0.worker),
+      postgresUsPerEvent: perEvent(cpuSeconds(withChildren(postgres.pid)) - cpu0.postgres),
+      natsUsPerEvent: perEvent(cpuSeconds([nats.pid!]) - cpu0.nats),
+    };
+    const throughput = {
+      events: drained,
+      seconds,
+      eventsPerSecond: Math.round(drained / seconds),
+      cpu,
+      // What the CPU used per event allows: one worker process runs on one core; all three share two.
+      workerCoreBoundEventsPerSecond: Math.round(1e6 / Math.max(1, cpu.workerUsPerEvent)),
+      twoCoreBoundEventsPerSecond: Math.round(2e6 / Math.max(1, cpu.workerUsPerEvent + cpu.postgresUsPerEvent + cpu.natsUsPerEvent)),
+    };
+    void pgPids;
+    o.log(`throughput: ${throughput.eventsPerSecond} events/s`);
+
+    // Latency at a fixed rate, in 100 ms ticks.
+    const rate = o.latencyRate ?? Math.max(1_000, Math.round(throughput.eventsPerSecond / 2));
+    const before = (await jetstreamManager(nc)).streams.info(STREAMS.processed);
+    const fromSeq = (await before).state.last_seq;
+    const sentAt = new Map<string, number>();
+    const perTick = Math.max(1, Math.round(rate / 10));
+    const ticks = o.latencySeconds * 10;
+    const started = Date.now();
+    for (let t = 0; t < ticks; t++) {
+      const batch: CapturedEvent[] = [];
+      for (let i = 0; i < perTick; i++) batch.push(gen.next());
+      await publishMessages(js, batch, o, sentAt);
+      const wait = started + (t + 1) * 100 - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    }
+    await waitUntil(caughtUp, 120_000, 'the latency phase to drain');
+    if (process.env.BENCH_DEBUG) {
+      const text = await fetch(`${statusUrl}/metrics`).then((r) => r.text());
+      o.log(text.split('\n').filter((l) => /^spate_worker_(batch_duration_seconds_(sum|count)|batch_events_(sum|count)|batch_phase_seconds_sum|batch_retries)/.test(l)).join('\n'));
+    }
+    await db.end();
+    const latencies = await processedLatencies(nc, fromSeq, sentAt);
+    const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
+    for (const l of latencies) h.recordValue(Math.max(1, Math.round(l)));
+    const latency = {
+      rate,
+      events: latencies.length,
+      p50Ms: h.getValueAtPercentile(50),
+      p90Ms: h.getValueAtPercentile(90),
+      p99Ms: h.getValueAtPercentile(99),
+      maxMs: h.maxValue,
+    };
+
+    const { cpus, loadavg } = await import('node:os');
+    const result: WorkerThroughputResult = {
+      name: 'workers-throughput',
+      at: new Date().toISOString(),
+      options: { ...o, log: undefined } as unknown as Omit<WorkerThroughputOptions, 'log'>,
+      mix,
+      throughput,
+      latency,
+      machine: { cpus: cpus().length, loadAverage: loadavg() },
+    };
+    delete (result.options as Partial<WorkerThroughputOptions>).log;
+    o.log(formatTable(result));
+    if (o.writeResults) {
+      const resultsDir = resultsDirectory();
+      mkdirSync(resultsDir, { recursive: true });
+      const file = join(resultsDir, `workers-throughput-${result.at.replace(/[:.]/g, '-')}.json`);
+      writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+      result.resultsFile = file;
+      o.log(`results: ${file}`);
+    }
+    return result;
+  } finally {
+    if (child && child.exitCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((r) => child!.once('exit', r));
+    }
+    await nc?.close().catch(() => undefined);
+    await nats.stop().catch(() => undefined);
+    await postgres.stop().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** bench/results/ of the source tree, also when running from dist/. */
+function resultsDirectory(): string {
+  return fileURLToPath(new URL('../results/', import.meta.url).href.replace('/dist/bench/', '/bench/'));
+}
+
+function formatTable(r: WorkerThroughputResult): string {
+  const rows: [string, string][] = [
+    ['events (backlog)', String(r.throughput.events)],
+    ['mix custom/identify/alias/groupidentify', `${r.mix.custom}/${r.mix.identify}/${r.mix.create_alias}/${r.mix.groupidentify}`],
+    ['throughput, events/s (1 worker process)', String(r.throughput.eventsPerSecond)],
+    ['CPU µs/event worker / postgres / nats', `${r.throughput.cpu.workerUsPerEvent} / ${r.throughput.cpu.postgresUsPerEvent} / ${r.throughput.cpu.natsUsPerEvent}`],
+    ['bound by worker CPU (1 core), events/s', String(r.throughput.workerCoreBoundEventsPerSecond)],
+    ['bound by all CPU on 2 cores, events/s', String(r.throughput.twoCoreBoundEventsPerSecond)],
+    ['latency phase rate, events/s', String(r.latency.rate)],
+    ['latency p50 / p90 / p99 / max, ms', `${r.latency.p50Ms} / ${r.latency.p90Ms} / ${r.latency.p99Ms} / ${r.latency.maxMs}`],
+    ['postgres durable (fsync, sync commit)', String(r.options.durable)],
+    ['cpus / load average', `${r.machine.cpus} / ${r.machine.loadAverage.map((l) => l.toFixed(2)).join(' ')}`],
+  ];
+  const width = Math.max(...rows.map(([k]) => k.length));
+  return ['', 'workers throughput (provisional on a shared machine)', ...rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`), ''].join('\n');
+}
+
+function parseArgs(argv: string[]): Partial<WorkerThroughputOptions> {
+  const out: Partial<WorkerThroughputOptions> = argv.includes('--quick') ? { ...QUICK } : {};
+  const num = (flag: string) => {
+    const i = argv.indexOf(flag);
+    return i >= 0 ? Number(argv[i + 1]) : undefined;
+  };
+  const events = num('--events');
+  const persons = num('--persons');
+  const rate = num('--latency-rate');
+  if (events) out.events = events;
+  if (persons) out.persons = persons;
+  if (rate) out.latencyRate = rate;
+  if (argv.includes('--no-durable')) out.durable = false;
+  if (argv.includes('--profile')) out.profile = true;
+  return out;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  runWorkerThroughput(parseArgs(process.argv.slice(2))).then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

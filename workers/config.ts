@@ -1,0 +1,55 @@
+// The worker's configuration: one definition, read from the environment once (lib/config.ts).
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import { configHelp, envBytes, envDuration, envInt, envString, loadConfig, setting, type ConfigOf } from '../lib/index.js';
+
+export const workerConfigDefinition = {
+  natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated'),
+  databaseUrl: setting(
+    'DATABASE_URL',
+    envString('postgres://postgres@127.0.0.1:5432/spate'),
+    'PostgreSQL URL for person, group, dedup and position state',
+  ),
+  shardCount: setting('SHARD_COUNT', envInt(16, 1), 'shards per stream; must match the cluster (checked in the spate-cluster KV bucket)'),
+  natsReplicas: setting('NATS_REPLICAS', envInt(1, 1), 'replicas of the KV buckets the worker creates (3 on a 3-node cluster)'),
+  workerId: setting(
+    'WORKER_ID',
+    z.string().regex(/^[A-Za-z0-9_-]{0,64}$/, 'letters, digits, - and _ only (at most 64)').default(''),
+    'this worker\'s name in the membership bucket; empty: <host>-<pid>-<random>',
+  ),
+  metricsHost: setting('WORKER_METRICS_HOST', envString('127.0.0.1'), 'address of the /metrics, /_health, /_ready server'),
+  metricsPort: setting('WORKER_METRICS_PORT', envInt(0, 0), 'port of the /metrics, /_health, /_ready server (0 = any free port)'),
+  leaseTtl: setting(
+    'WORKER_LEASE_TTL',
+    envDuration('10s'),
+    'shard lease time-to-live: a worker that dies loses its shards after this long (the first worker sets it on the bucket)',
+  ),
+  batchMaxEvents: setting('WORKER_BATCH_MAX_EVENTS', envInt(10_000, 1), 'most events processed in one batch (one transaction)'),
+  batchMaxBytes: setting('WORKER_BATCH_MAX_BYTES', envBytes('8MiB'), 'most source bytes processed in one batch'),
+  fetchMaxBytes: setting('WORKER_FETCH_MAX_BYTES', envBytes('4MiB'), 'bytes each shard consumer asks JetStream for ahead of processing'),
+  publishPartBytes: setting('WORKER_PUBLISH_PART_BYTES', envBytes('1MiB'), 'source bytes packed into one PROCESSED message'),
+  dedupWindow: setting(
+    'WORKER_DEDUP_WINDOW',
+    envDuration('1h'),
+    'an event uuid seen again within this window (up to twice it) is dropped as a duplicate',
+  ),
+  personCacheSize: setting('WORKER_PERSON_CACHE_SIZE', envInt(200_000, 0), 'persons kept in memory (validated against Postgres every batch)'),
+  dbPoolSize: setting('WORKER_DB_POOL_SIZE', envInt(20, 2), 'PostgreSQL connections of this worker for batches (two more write groups)'),
+};
+
+export type WorkerConfig = ConfigOf<typeof workerConfigDefinition>;
+
+export function loadWorkerConfig(env: Readonly<Record<string, string | undefined>> = process.env): WorkerConfig {
+  return loadConfig(workerConfigDefinition, env);
+}
+
+export function workerHelp(): string {
+  return configHelp('spate worker — per-shard person, alias and group processing (node dist/workers/main.js)', workerConfigDefinition);
+}
+
+/** A worker id that is unique per process and readable in logs: host-pid-random. */
+export function defaultWorkerId(): string {
+  const host = hostname().replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 40) || 'host';
+  return `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
+}

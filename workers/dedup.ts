@@ -1,0 +1,90 @@
+// Event dedup: an event uuid already processed for its project is skipped. Uuids are stored in
+// `event_dedup`, one list partition per generation (= time / window). A batch inserts into the
+// current generation and also checks the previous one, so a duplicate is caught for at least one
+// window and at most two; expired generations are dropped whole (no DELETE, no vacuum).
+import type pg from 'pg';
+
+const DEDUP_LOCK = 7_370_617_465_002;
+
+export class DedupGenerations {
+  private readonly known = new Set<number>();
+
+  constructor(readonly windowMs: number) {}
+
+  current(now = Date.now()): number {
+    return Math.floor(now / this.windowMs);
+  }
+
+  /** Creates the partitions of `generation` and the next one unless this process made sure before. */
+  async ensure(pool: pg.Pool, generation: number): Promise<void> {
+    if (this.known.has(generation) && this.known.has(generation + 1)) return;
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      // Workers start together: DDL on one partitioned table is serialised so CREATE IF NOT EXISTS cannot race.
+      await client.query('SELECT pg_advisory_xact_lock($1)', [DEDUP_LOCK]);
+      for (const g of [generation, generation + 1]) {
+        await client.query(`CREATE TABLE IF NOT EXISTS event_dedup_${g} PARTITION OF event_dedup FOR VALUES IN (${g})`);
+      }
+      await client.query('COMMIT');
+      this.known.add(generation).add(generation + 1);
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** Ensures the current partitions and drops every generation older than the previous one. */
+  async maintain(pool: pg.Pool, now = Date.now()): Promise<number[]> {
+    const generation = this.current(now);
+    await this.ensure(pool, generation);
+    const { rows } = await pool.query<{ name: string }>(
+      `SELECT c.relname AS name FROM pg_inherits i
+       JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+       WHERE p.relname = 'event_dedup'`,
+    );
+    const dropped: number[] = [];
+    for (const { name } of rows) {
+      const g = Number(/^event_dedup_(\d+)$/.exec(name)?.[1]);
+      if (!Number.isInteger(g) || g >= generation - 1) continue;
+      await pool.query(`DROP TABLE IF EXISTS ${name}`);
+      this.known.delete(g);
+      dropped.push(g);
+    }
+    return dropped;
+  }
+}
+
+export function dedupKey(projectId: number, uuid: string): string {
+  return `${projectId}:${uuid.toLowerCase()}`;
+}
+
+/**
+ * Records the batch's (project, uuid) pairs (already unique) and returns the keys of those
+ * not seen before; the rest are duplicates. Runs inside the batch transaction, so a batch
+ * that rolls back leaves no trace.
+ */
+export async function recordFreshEvents(
+  client: pg.ClientBase,
+  generation: number,
+  projectIds: number[],
+  uuids: string[],
+): Promise<Set<string>> {
+  if (uuids.length === 0) return new Set();
+  const { rows } = await client.query<{ project_id: number; uuid: string }>(
+    `WITH input AS (SELECT * FROM unnest($1::int[], $2::uuid[]) AS t(project_id, uuid)),
+     seen AS (
+       SELECT d.project_id, d.uuid FROM event_dedup d JOIN input i ON d.project_id = i.project_id AND d.uuid = i.uuid
+       WHERE d.generation = $4
+     )
+     INSERT INTO event_dedup (generation, project_id, uuid)
+     SELECT $3, i.project_id, i.uuid FROM input i
+     WHERE NOT EXISTS (SELECT 1 FROM seen s WHERE s.project_id = i.project_id AND s.uuid = i.uuid)
+     ON CONFLICT DO NOTHING
+     RETURNING project_id, uuid`,
+    [projectIds, uuids, generation, generation - 1],
+  );
+  return new Set(rows.map((r) => dedupKey(r.project_id, r.uuid)));
+}

@@ -1,0 +1,166 @@
+// One (stream, shard) read in stream order from a start sequence: an ordered consumer (it
+// re-creates itself after gaps and NATS restarts) pumped into a bounded buffer, from which the
+// processor takes whatever has arrived. Under load batches grow; idle, they stay small and quick.
+import type { ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import { HEADER_EVENT_COUNT } from '../lib/index.js';
+
+export interface FeedOptions {
+  stream: string;
+  filterSubject: string;
+  startSeq: number;
+  /** Bytes the consumer asks JetStream for ahead of processing. */
+  fetchMaxBytes: number;
+  /** Largest message the server accepts (every pull must have room for one). */
+  maxPayload: number;
+  /** The pump stops reading when this much is buffered (memory bound per shard). */
+  bufferMaxBytes: number;
+}
+
+export interface TakeLimits {
+  maxEvents: number;
+  maxBytes: number;
+  /** Take nothing past this sequence (replaying a planned batch exactly). */
+  untilSeq?: number;
+}
+
+export class MessageFeed {
+  private messages: ConsumerMessages | undefined;
+  private readonly buffer: JsMsg[] = [];
+  private bufferedBytes = 0;
+  private closed = false;
+  private failure: unknown;
+  private wakeReader: (() => void) | undefined;
+  private wakePump: (() => void) | undefined;
+  private pumping: Promise<void> = Promise.resolve();
+
+  constructor(private readonly js: JetStreamClient, private readonly options: FeedOptions) {}
+
+  async open(): Promise<void> {
+    const o = this.options;
+    const consumer = await this.js.consumers.get(o.stream, { filter_subjects: o.filterSubject, opt_start_seq: o.startSeq });
+    // A pull asks for max_bytes less what is in flight, and a message larger than what a pull asks
+    // for is never delivered (409, the consumer stalls). Refilling only when at most fetchMaxBytes
+    // are in flight makes every pull ask for at least one whole max-size message.
+    this.messages = await consumer.consume({
+      max_bytes: o.fetchMaxBytes + o.maxPayload + 64 * 1024,
+      threshold_bytes: o.fetchMaxBytes,
+      expires: 5_000,
+    });
+    this.pumping = this.pump(this.messages);
+  }
+
+  private async pump(messages: ConsumerMessages): Promise<void> {
+    try {
+      for await (const m of messages) {
+        this.buffer.push(m);
+        this.bufferedBytes += m.data.length;
+        this.wake();
+        // Stop pulling (the consumer only asks for more when its iterator is read) until the processor catches up.
+        while (this.bufferedBytes >= this.options.bufferMaxBytes && !this.closed) {
+          await new Promise<void>((resolve) => (this.wakePump = resolve));
+        }
+        if (this.closed) break;
+      }
+    } catch (err) {
+      this.failure = err;
+    } finally {
+      this.closed = true;
+      this.wake();
+    }
+  }
+
+  private wake(): void {
+    const w = this.wakeReader;
+    this.wakeReader = undefined;
+    w?.();
+  }
+
+  /** True when the consumer ended (stopped, or failed: see `error`). */
+  get ended(): boolean {
+    return this.closed && this.buffer.length === 0;
+  }
+
+  get error(): unknown {
+    return this.failure;
+  }
+
+  /** Resolves when a message is buffered or the feed ended, or after `timeoutMs`. */
+  async waitForMessages(timeoutMs: number): Promise<void> {
+    if (this.buffer.length > 0 || this.closed) return;
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      this.wakeReader = resolve;
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    clearTimeout(timer);
+    this.wakeReader = undefined;
+  }
+
+  /** Last buffered message, to see how far the stream goes without taking anything. */
+  peekLast(): JsMsg | undefined {
+    return this.buffer[this.buffer.length - 1];
+  }
+
+  /** The sequence `take(limits)` would end at now, without taking anything (undefined: nothing buffered). */
+  peekEnd(limits: TakeLimits): number | undefined {
+    let events = 0;
+    let bytes = 0;
+    let end: number | undefined;
+    for (const m of this.buffer) {
+      const n = eventCountOf(m);
+      if (end !== undefined && (events + n > limits.maxEvents || bytes + m.data.length > limits.maxBytes)) break;
+      events += n;
+      bytes += m.data.length;
+      end = m.seq;
+    }
+    return end;
+  }
+
+  /** Takes buffered messages in order within the limits (always at least one when any is buffered). */
+  take(limits: TakeLimits): JsMsg[] {
+    const out: JsMsg[] = [];
+    let events = 0;
+    let bytes = 0;
+    while (this.buffer.length > 0) {
+      const m = this.buffer[0]!;
+      if (limits.untilSeq !== undefined && m.seq > limits.untilSeq) break;
+      const n = eventCountOf(m);
+      if (out.length > 0 && (events + n > limits.maxEvents || bytes + m.data.length > limits.maxBytes)) break;
+      this.buffer.shift();
+      out.push(m);
+      events += n;
+      bytes += m.data.length;
+    }
+    this.bufferedBytes -= bytes;
+    if (this.bufferedBytes < this.options.bufferMaxBytes) {
+      const w = this.wakePump;
+      this.wakePump = undefined;
+      w?.();
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const w = this.wakePump;
+    this.wakePump = undefined;
+    w?.();
+    this.wake();
+    try {
+      await this.messages?.close();
+    } catch {
+      // already closed, or the connection is gone: nothing left to release
+    }
+    await this.pumping;
+  }
+}
+
+/** Events in a message: the Spate-Events header, else its line count. */
+export function eventCountOf(m: JsMsg): number {
+  const header = m.headers?.get(HEADER_EVENT_COUNT);
+  const n = header ? Number(header) : NaN;
+  if (Number.isInteger(n) && n > 0) return n;
+  let lines = 0;
+  for (let i = 0; i < m.data.length; i++) if (m.data[i] === 0x0a) lines++;
+  return Math.max(1, lines + (m.data.length > 0 && m.data[m.data.length - 1] !== 0x0a ? 1 : 0));
+}

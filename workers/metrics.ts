@@ -1,0 +1,87 @@
+// The worker's Prometheus metrics (served at /metrics).
+import { Counter, Gauge, Histogram, createMetricsRegistry, type Registry } from '../lib/index.js';
+
+export function createWorkerMetrics() {
+  const registry: Registry = createMetricsRegistry('worker');
+  const r = [registry];
+  return {
+    registry,
+    consumerLag: new Gauge({
+      name: 'spate_worker_consumer_lag_messages',
+      help: 'Messages of a (stream, shard) stored in JetStream and not yet processed by this worker',
+      labelNames: ['stream', 'shard'],
+      registers: r,
+    }),
+    position: new Gauge({
+      name: 'spate_worker_position',
+      help: 'Last committed stream sequence of a (stream, shard) owned by this worker',
+      labelNames: ['stream', 'shard'],
+      registers: r,
+    }),
+    processingLatency: new Histogram({
+      name: 'spate_worker_processing_latency_seconds',
+      help: 'From JetStream storing a source message to its processed events being acknowledged on PROCESSED',
+      labelNames: ['stream'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: r,
+    }),
+    batchDuration: new Histogram({
+      name: 'spate_worker_batch_duration_seconds',
+      help: 'Time to process and commit one batch',
+      labelNames: ['stream'],
+      buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: r,
+    }),
+    batchPhase: new Histogram({
+      name: 'spate_worker_batch_phase_seconds',
+      help: 'Time of each phase of a batch (prepare, connect, lock, dedup, load, compute, write, publish, commit)',
+      labelNames: ['phase'],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: r,
+    }),
+    batchEvents: new Histogram({
+      name: 'spate_worker_batch_events',
+      help: 'Events per batch',
+      buckets: [1, 10, 100, 500, 1000, 2500, 5000, 10000, 25000],
+      registers: r,
+    }),
+    eventsProcessed: new Counter({
+      name: 'spate_worker_events_processed_total',
+      help: 'Events processed, by kind (custom, identify, create_alias, merge_dangerously, groupidentify, personless, dropped, duplicate, malformed)',
+      labelNames: ['kind'],
+      registers: r,
+    }),
+    warnings: new Counter({
+      name: 'spate_worker_ingestion_warnings_total',
+      help: 'Ingestion warnings recorded, by type',
+      labelNames: ['type'],
+      registers: r,
+    }),
+    ownedShards: new Gauge({ name: 'spate_worker_owned_shards', help: 'Shards whose lease this worker holds', registers: r }),
+    batchRetries: new Counter({
+      name: 'spate_worker_batch_retries_total',
+      help: 'Batches redone, by reason (conflict: another writer changed a person; unavailable: Postgres or NATS down; error)',
+      labelNames: ['reason'],
+      registers: r,
+    }),
+    personCache: new Counter({
+      name: 'spate_worker_person_cache_lookups_total',
+      help: 'Distinct id lookups answered by the person cache (hit) or Postgres (miss)',
+      labelNames: ['result'],
+      registers: r,
+    }),
+    publishDuplicates: new Counter({
+      name: 'spate_worker_publish_duplicates_total',
+      help: 'PROCESSED messages JetStream dropped as duplicates (a replayed batch)',
+      registers: r,
+    }),
+    leaseChanges: new Counter({
+      name: 'spate_worker_lease_changes_total',
+      help: 'Shard leases acquired, released or lost',
+      labelNames: ['change'],
+      registers: r,
+    }),
+  };
+}
+
+export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;

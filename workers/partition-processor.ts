@@ -1,0 +1,349 @@
+// Processes one (stream, shard) in strict stream order, exactly once in effect:
+//   take over (raise the fence, read the committed position) → ordered consumer from position + 1 →
+//   per batch: plan its end (durable) → BEGIN → lock position row → dedup uuids → load persons →
+//   compute in memory → lock changed persons → write everything → publish to PROCESSED with ids
+//   derived from source sequences → COMMIT.
+// A crash after publishing and before COMMIT replays the planned batch exactly: same ids, and
+// JetStream drops the copies inside its duplicate window.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import { headers } from '@nats-io/transport-node';
+import type pg from 'pg';
+import { HEADER_EVENT_COUNT, STREAMS, shardFilter, type Logger, type StreamKind } from '../lib/index.js';
+import { packOutputs, parseMessages, processedLine, type SourceMessage } from './batch-codec.js';
+import { isConflictDbError, isTransientDbError } from './db.js';
+import { recordFreshEvents, type DedupGenerations } from './dedup.js';
+import type { GroupTypeRegistry } from './group-types.js';
+import type { GroupWriter } from './group-writer.js';
+import { MessageFeed } from './message-feed.js';
+import type { WorkerMetrics } from './metrics.js';
+import type { PersonCache } from './person-cache.js';
+import { loadPersons, lockPersons, OwnershipLostError, PersonConflictError, writeBatch } from './person-store.js';
+import { PersonWorkspace } from './person-workspace.js';
+import { lockPosition, planBatch, PositionMovedError, takeOverPartition } from './positions.js';
+import { distinctIdsToLoad, groupTypesOf, processEvents } from './process-events.js';
+
+export interface BatchLimits {
+  maxEvents: number;
+  maxBytes: number;
+  fetchMaxBytes: number;
+  publishPartBytes: number;
+}
+
+/** Test hooks: let a test crash a worker at the worst moment. */
+export interface WorkerFaults {
+  /** Runs after a batch is published and before it commits. */
+  afterPublish?: (info: { stream: string; shard: number; first: number; last: number }) => Promise<void> | void;
+}
+
+export interface PartitionContext {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  pool: pg.Pool;
+  cache: PersonCache;
+  groupTypes: GroupTypeRegistry;
+  groupWriter: GroupWriter;
+  dedup: DedupGenerations;
+  metrics: WorkerMetrics;
+  logger: Logger;
+  workerId: string;
+  limits: BatchLimits;
+  maxPayload: () => number;
+  faults?: WorkerFaults;
+}
+
+class StoppedError extends Error {
+  override name = 'StoppedError';
+}
+
+export class PartitionProcessor {
+  readonly streamName: string;
+  private stopping = false;
+  private running: Promise<void> | undefined;
+  private wakeSleep: AbortController = new AbortController();
+  private fence = 0;
+  private position = 0;
+  /** End of the next batch as recorded in Postgres (pending_end), if any. */
+  private planned: number | undefined;
+  private feed: MessageFeed | undefined;
+  private readonly log: Logger;
+
+  constructor(
+    readonly kind: StreamKind,
+    readonly shard: number,
+    private readonly ctx: PartitionContext,
+    /** False once this worker may no longer act for the shard (lease lapsed locally). */
+    private readonly leaseValid: () => boolean,
+    private readonly onLost: (reason: string) => void,
+  ) {
+    this.streamName = STREAMS[kind];
+    this.log = ctx.logger.child({ stream: this.streamName, shard });
+  }
+
+  start(): void {
+    this.running ??= this.run();
+  }
+
+  /** Stops fetching, lets the batch in flight commit (or give up if it cannot), and returns. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wakeSleep.abort();
+    await this.running;
+  }
+
+  private async pause(ms: number): Promise<void> {
+    if (this.stopping || ms <= 0) return;
+    await sleep(ms, undefined, { signal: this.wakeSleep.signal }).catch(() => undefined);
+  }
+
+  private async run(): Promise<void> {
+    let failures = 0;
+    while (!this.stopping) {
+      let feed: MessageFeed | undefined;
+      try {
+        if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed');
+        const info = await this.ctx.jsm.streams.info(this.streamName);
+        const start = await takeOverPartition(this.ctx.pool, this.streamName, this.shard, this.ctx.workerId, info.created);
+        if (start.reset) this.log.warn('stream was re-created since the stored position: starting again from its beginning');
+        this.fence = start.fence;
+        this.position = start.position;
+        this.planned = start.pendingEnd !== undefined && start.pendingEnd > this.position ? start.pendingEnd : undefined;
+        const limits = this.ctx.limits;
+        feed = new MessageFeed(this.ctx.js, {
+          stream: this.streamName,
+          filterSubject: shardFilter(this.kind, this.shard),
+          startSeq: this.position + 1,
+          fetchMaxBytes: limits.fetchMaxBytes,
+          maxPayload: this.ctx.maxPayload(),
+          // Room for a whole planned batch plus what the consumer has in flight.
+          bufferMaxBytes: limits.maxBytes + limits.fetchMaxBytes + this.ctx.maxPayload(),
+        });
+        await feed.open();
+        this.feed = feed;
+        this.log.debug({ position: this.position, fence: this.fence, planned: this.planned }, 'partition started');
+        while (!this.stopping) {
+          const batch = await this.nextBatch(feed, this.planned);
+          if (!batch) {
+            if (feed.ended) throw feed.error instanceof Error ? feed.error : new Error(`consumer ended: ${String(feed.error)}`);
+            continue;
+          }
+          await this.processWithRetry(batch.messages, batch.end, batch.end === this.planned);
+          failures = 0;
+        }
+      } catch (err) {
+        if (err instanceof OwnershipLostError) {
+          this.log.warn({ reason: err.message }, 'partition ownership lost: stopping it');
+          this.onLost(err.message);
+          return;
+        }
+        if (this.stopping || err instanceof StoppedError) break;
+        failures++;
+        this.ctx.metrics.batchRetries.inc({ reason: isTransientDbError(err) ? 'unavailable' : 'error' });
+        this.log.warn({ err: errorText(err), failures }, 'partition failed: restarting it from the committed position');
+        await this.pause(Math.min(5_000, 100 * 2 ** Math.min(failures, 6)));
+      } finally {
+        await feed?.close();
+      }
+    }
+  }
+
+  /**
+   * The next batch: whatever is buffered, within limits. A batch planned before a crash is
+   * replayed exactly: it waits until the feed reaches the planned end (or shows nothing more
+   * exists up to it) and takes nothing past it.
+   */
+  private async nextBatch(feed: MessageFeed, pendingEnd: number | undefined): Promise<{ messages: JsMsg[]; end: number } | undefined> {
+    await feed.waitForMessages(1_000);
+    if (this.stopping || !feed.peekLast()) return undefined;
+    const limits = this.ctx.limits;
+    if (pendingEnd === undefined || pendingEnd <= this.position) {
+      const messages = feed.take({ maxEvents: limits.maxEvents, maxBytes: limits.maxBytes });
+      return messages.length > 0 ? { messages, end: messages[messages.length - 1]!.seq } : undefined;
+    }
+    // A planned batch may have been published already: replay exactly its messages, so it gets
+    // the same PROCESSED ids. Wait until the feed reaches its end, or shows nothing exists up to it.
+    const last = feed.peekLast()!;
+    if (last.seq < pendingEnd && last.info.pending > 0) {
+      await sleep(20);
+      return undefined;
+    }
+    const messages = feed.take({ maxEvents: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER, untilSeq: pendingEnd });
+    if (messages.length === 0) {
+      // Everything planned is gone from the stream (expired): nothing of it can be replayed.
+      this.planned = undefined;
+      return undefined;
+    }
+    // Messages missing up to the planned end no longer exist (expired): the batch covers them too.
+    return { messages, end: pendingEnd };
+  }
+
+  private async processWithRetry(messages: JsMsg[], end: number, planned: boolean): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      if (this.stopping && attempt > 0) throw new StoppedError('stopping with a batch not committed: it will be replayed');
+      if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before the batch committed');
+      try {
+        await this.processOnce(messages, end, planned);
+        return;
+      } catch (err) {
+        if (err instanceof OwnershipLostError || err instanceof PositionMovedError) throw err;
+        const conflict = err instanceof PersonConflictError || isConflictDbError(err);
+        const reason = conflict ? 'conflict' : isTransientDbError(err) || isNatsUnavailable(err) ? 'unavailable' : 'error';
+        this.ctx.metrics.batchRetries.inc({ reason });
+        const level = conflict && attempt < 3 ? 'debug' : 'warn';
+        this.log[level]({ err: errorText(err), attempt, reason, first: messages[0]!.seq, last: end }, 'batch failed: retrying');
+        await this.pause(conflict ? (attempt < 3 ? 0 : Math.min(1_000, 20 * 2 ** attempt)) : Math.min(5_000, 100 * 2 ** Math.min(attempt, 6)));
+      }
+    }
+  }
+
+  private async processOnce(messages: JsMsg[], end: number, planned: boolean): Promise<void> {
+    const { pool, cache, groupTypes, dedup, metrics, limits } = this.ctx;
+    const started = performance.now();
+    let mark = started;
+    const phases: [string, number][] = [];
+    const phase = (name: string) => {
+      const now = performance.now();
+      phases.push([name, now - mark]);
+      mark = now;
+    };
+    const sources: SourceMessage[] = messages.map((m) => ({
+      seq: m.seq,
+      subject: m.subject,
+      data: m.data,
+      storedAtMs: Math.floor(m.info.timestampNanos / 1e6),
+    }));
+    // Parsed afresh on every attempt: processing changes events in place.
+    const parsed = parseMessages(this.kind, sources);
+    const wantedTypes: [number, string][] = [];
+    for (const e of parsed.events) for (const t of groupTypesOf(e)) wantedTypes.push([e.projectId, t]);
+    await groupTypes.ensure(pool, wantedTypes);
+    const generation = dedup.current();
+    await dedup.ensure(pool, generation);
+    phase('prepare');
+
+    const client = await pool.connect();
+    phase('connect');
+    let broken = false;
+    let committed:
+      | {
+          writes: ReturnType<PersonWorkspace['writes']>;
+          result: ReturnType<typeof processEvents>;
+          warnings: { type: string }[];
+          duplicates: number;
+          loaded: { cacheHits: number; cacheMisses: number };
+          published: number;
+          nextPlannedEnd: number | undefined;
+        }
+      | undefined;
+    try {
+      // The end must be durable before anything of the batch is published. Under load it was
+      // planned by the previous batch's commit; otherwise it is written now, ahead of the transaction.
+      if (!planned) await planBatch(client, this.streamName, this.shard, this.fence, this.position, messages[0]!.seq, end);
+      await client.query('BEGIN');
+      await lockPosition(client, this.streamName, this.shard, this.fence, this.position);
+    phase('lock');
+
+      const firstSeen = new Map<string, (typeof parsed.events)[number]>();
+      for (const e of parsed.events) if (!firstSeen.has(e.key)) firstSeen.set(e.key, e);
+      const unique = [...firstSeen.values()];
+      const fresh = await recordFreshEvents(
+        client,
+        generation,
+        unique.map((e) => e.projectId),
+        unique.map((e) => e.event.uuid),
+      );
+      const events = parsed.events.filter((e) => fresh.has(e.key) && firstSeen.get(e.key) === e);
+    phase('dedup');
+      const duplicates = parsed.events.length - events.length;
+
+      const keys: [number, string][] = [];
+      for (const e of events) for (const id of distinctIdsToLoad(e)) keys.push([e.projectId, id]);
+      const loaded = await loadPersons(client, keys, cache);
+    phase('load');
+      const workspace = new PersonWorkspace(loaded.lookups, loaded.persons);
+      const result = processEvents(events, workspace, (p, t) => groupTypes.indexOf(p, t));
+      const writes = workspace.writes();
+    phase('compute');
+      const expected = new Map<string, number>();
+      for (const u of writes.updates) expected.set(u.state.uuid, u.expectedVersion);
+      for (const d of writes.deletes) expected.set(d.uuid, d.expectedVersion);
+      await lockPersons(client, expected);
+      const warnings = [...parsed.warnings, ...result.warnings];
+      const nextPlannedEnd = this.feed?.peekEnd({ maxEvents: limits.maxEvents, maxBytes: limits.maxBytes });
+      await writeBatch(client, writes, warnings, {
+        stream: this.streamName,
+        shard: this.shard,
+        fence: this.fence,
+        position: end,
+        nextPlannedEnd,
+      });
+    phase('write');
+
+      const lines: string[][] = sources.map(() => []);
+      events.forEach((e, i) => {
+        const out = result.outputs[i];
+        if (out) lines[e.message]!.push(processedLine(out, e.line, result.untouched[i]!));
+      });
+      const parts = packOutputs(this.streamName, this.shard, sources, parsed.projects, lines, limits.publishPartBytes, this.ctx.maxPayload());
+      // Groups are written (outside this transaction, see group-writer.ts) while the batch is published;
+      // both are done before COMMIT, so a replay repeats them.
+      const groupsWritten = this.ctx.groupWriter.write(result.groups);
+      const [acks] = await Promise.all([
+        Promise.all(
+          parts.map((p) => {
+            const h = headers();
+            h.set(HEADER_EVENT_COUNT, String(p.events));
+            return this.ctx.js.publish(p.subject, p.body, { msgID: p.msgId, headers: h, timeout: 10_000 });
+          }),
+        ),
+        groupsWritten,
+      ]);
+      const published = Date.now();
+    phase('publish');
+      const duplicated = acks.filter((a) => a.duplicate).length;
+      if (duplicated > 0) metrics.publishDuplicates.inc(duplicated);
+      await this.ctx.faults?.afterPublish?.({ stream: this.streamName, shard: this.shard, first: sources[0]!.seq, last: end });
+      if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before commit');
+      await client.query('COMMIT');
+    phase('commit');
+      committed = { writes, result, warnings, duplicates, loaded, published, nextPlannedEnd };
+    } catch (err) {
+      broken = isTransientDbError(err);
+      await client.query('ROLLBACK').catch(() => {
+        broken = true;
+      });
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+
+    this.position = end;
+    this.planned = committed?.nextPlannedEnd;
+    if (!committed) return;
+    const { writes, result, warnings, duplicates, loaded, published } = committed;
+    cache.applyCommitted(writes);
+    const labels = { stream: this.streamName, shard: String(this.shard) };
+    metrics.position.set(labels, end);
+    metrics.consumerLag.set(labels, messages[messages.length - 1]!.info.pending);
+    for (const s of sources) metrics.processingLatency.observe({ stream: this.streamName }, Math.max(0, published - s.storedAtMs) / 1000);
+    metrics.batchDuration.observe({ stream: this.streamName }, (performance.now() - started) / 1000);
+    metrics.batchEvents.observe(parsed.events.length);
+    for (const [name, ms] of phases) metrics.batchPhase.observe({ phase: name }, ms / 1000);
+    for (const [kind, n] of result.kinds) metrics.eventsProcessed.inc({ kind }, n);
+    if (duplicates > 0) metrics.eventsProcessed.inc({ kind: 'duplicate' }, duplicates);
+    if (parsed.malformed > 0) metrics.eventsProcessed.inc({ kind: 'malformed' }, parsed.malformed);
+    for (const w of warnings) metrics.warnings.inc({ type: w.type });
+    metrics.personCache.inc({ result: 'hit' }, loaded.cacheHits);
+    metrics.personCache.inc({ result: 'miss' }, loaded.cacheMisses);
+  }
+}
+
+function isNatsUnavailable(err: unknown): boolean {
+  const name = (err as { name?: string } | undefined)?.name ?? '';
+  const message = (err as { message?: string } | undefined)?.message ?? '';
+  return /Timeout|NoResponders|Closed|Disconnect/i.test(name) || /timeout|no responders|disconnect|closed/i.test(message);
+}
+
+export function errorText(err: unknown): string {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}

@@ -1,0 +1,271 @@
+// Set-based SQL for one batch: load (and validate cached) persons in one round trip, lock the
+// persons the batch will change in uuid order, and write every change with one statement.
+import type pg from 'pg';
+import type { Properties } from '../lib/index.js';
+import type { GroupUpsert, IngestionWarning } from './process-events.js';
+import type { PersonCache } from './person-cache.js';
+import { distinctIdKey, type PersonState, type PersonWrites } from './person-workspace.js';
+
+/** Another writer changed a person this batch read: redo the batch on fresh state. */
+export class PersonConflictError extends Error {
+  override name = 'PersonConflictError';
+}
+
+/** The batch's (stream, shard) has a new owner (fence raised) or moved on: stop, do not commit. */
+export class OwnershipLostError extends Error {
+  override name = 'OwnershipLostError';
+}
+
+interface PersonRow {
+  kind: 'v' | 'd';
+  project_id: number | null;
+  distinct_id: string | null;
+  uuid: string;
+  version: number;
+  person_project: number;
+  properties: Properties | null;
+  is_identified: boolean | null;
+  created_at: Date | null;
+}
+
+function toState(row: PersonRow): PersonState {
+  return {
+    uuid: row.uuid,
+    projectId: row.person_project,
+    properties: row.properties ?? {},
+    isIdentified: row.is_identified ?? false,
+    createdAt: (row.created_at ?? new Date(0)).toISOString(),
+    version: Number(row.version),
+  };
+}
+
+export interface LoadedPersons {
+  lookups: Map<string, string | null>;
+  persons: Map<string, PersonState>;
+  cacheHits: number;
+  cacheMisses: number;
+}
+
+/**
+ * Resolves every distinct id key to its person. Cached persons are checked by version in the same
+ * query that loads the uncached ones (a changed person comes back whole); a cached person that
+ * no longer exists (merged elsewhere) sends its distinct ids to a second lookup.
+ */
+export async function loadPersons(
+  client: pg.ClientBase,
+  keys: Iterable<readonly [number, string]>,
+  cache: PersonCache,
+): Promise<LoadedPersons> {
+  const lookups = new Map<string, string | null>();
+  const persons = new Map<string, PersonState>();
+  const cachedKeys = new Map<string, { key: string; projectId: number; distinctId: string }[]>();
+  let toLoad: { key: string; projectId: number; distinctId: string }[] = [];
+  const seen = new Set<string>();
+  let cacheHits = 0;
+  for (const [projectId, distinctId] of keys) {
+    const key = distinctIdKey(projectId, distinctId);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const cached = cache.lookup(key);
+    if (cached) {
+      cacheHits++;
+      let list = cachedKeys.get(cached.uuid);
+      if (!list) {
+        cachedKeys.set(cached.uuid, (list = []));
+        persons.set(cached.uuid, cached);
+      }
+      list.push({ key, projectId, distinctId });
+    } else {
+      toLoad.push({ key, projectId, distinctId });
+    }
+  }
+  const cacheMisses = toLoad.length;
+
+  const validate = [...cachedKeys.keys()];
+  for (let round = 0; round < 3 && (validate.length > 0 || toLoad.length > 0); round++) {
+    const { rows } = await client.query<PersonRow>(
+      `SELECT 'v' AS kind, NULL::int AS project_id, NULL::text AS distinct_id, p.uuid, p.version::float8 AS version,
+              p.project_id AS person_project,
+              CASE WHEN p.version <> c.version THEN p.properties END AS properties,
+              CASE WHEN p.version <> c.version THEN p.is_identified END AS is_identified,
+              CASE WHEN p.version <> c.version THEN p.created_at END AS created_at
+         FROM unnest($1::uuid[], $2::int8[]) AS c(uuid, version) JOIN persons p ON p.uuid = c.uuid
+       UNION ALL
+       SELECT 'd', k.project_id, k.distinct_id, p.uuid, p.version::float8, p.project_id, p.properties, p.is_identified, p.created_at
+         FROM unnest($3::int[], $4::text[]) AS k(project_id, distinct_id)
+         JOIN person_distinct_ids d ON d.project_id = k.project_id AND d.distinct_id = k.distinct_id
+         JOIN persons p ON p.uuid = d.person_uuid`,
+      [
+        validate,
+        validate.map((uuid) => persons.get(uuid)!.version),
+        toLoad.map((k) => k.projectId),
+        toLoad.map((k) => k.distinctId),
+      ],
+    );
+    const stillThere = new Set<string>();
+    for (const row of rows) {
+      if (row.kind === 'v') {
+        stillThere.add(row.uuid);
+        if (row.properties !== null) {
+          const fresh = toState(row);
+          persons.set(row.uuid, fresh);
+          cache.remember(cachedKeys.get(row.uuid)![0]!.key, fresh);
+        }
+      } else {
+        const key = distinctIdKey(row.project_id!, row.distinct_id!);
+        const fresh = toState(row);
+        lookups.set(key, row.uuid);
+        persons.set(row.uuid, fresh);
+        cache.remember(key, fresh);
+      }
+    }
+    for (const k of toLoad) if (!lookups.has(k.key)) lookups.set(k.key, null);
+    const next: typeof toLoad = [];
+    for (const uuid of validate) {
+      const list = cachedKeys.get(uuid)!;
+      if (stillThere.has(uuid)) {
+        for (const k of list) lookups.set(k.key, uuid);
+      } else {
+        // Merged away by another worker: its distinct ids now belong to someone else.
+        cache.forgetPerson(uuid);
+        persons.delete(uuid);
+        for (const k of list) {
+          cache.forgetDistinctId(k.key);
+          next.push(k);
+        }
+      }
+    }
+    validate.length = 0;
+    toLoad = next;
+  }
+  if (toLoad.length > 0) throw new PersonConflictError('persons kept changing while being loaded');
+  return { lookups, persons, cacheHits, cacheMisses };
+}
+
+/** Locks the persons the batch changes, in uuid order (no deadlocks between batches), and checks their versions. */
+export async function lockPersons(client: pg.ClientBase, expected: Map<string, number>): Promise<void> {
+  if (expected.size === 0) return;
+  const uuids = [...expected.keys()].sort();
+  const { rows } = await client.query<{ uuid: string; version: number }>(
+    'SELECT uuid, version::float8 AS version FROM persons WHERE uuid = ANY($1::uuid[]) ORDER BY uuid FOR UPDATE',
+    [uuids],
+  );
+  if (rows.length !== uuids.length) throw new PersonConflictError('a person was merged away by another writer');
+  for (const row of rows) {
+    if (Number(row.version) !== expected.get(row.uuid)) throw new PersonConflictError(`person ${row.uuid} changed concurrently`);
+  }
+}
+
+export interface PositionCommit {
+  stream: string;
+  shard: number;
+  fence: number;
+  position: number;
+  /** End of the next batch, already buffered: planned with this commit, so it needs no write of its own. */
+  nextPlannedEnd?: number;
+}
+
+/**
+ * Every person write of a batch in one statement: persons inserted, updated (version-checked),
+ * deleted (merged away), distinct ids moved and added, warnings stored, and the shard position
+ * advanced under the fence.
+ */
+export async function writeBatch(
+  client: pg.ClientBase,
+  w: PersonWrites,
+  warnings: readonly IngestionWarning[],
+  position: PositionCommit,
+): Promise<void> {
+  const json = (v: unknown) => JSON.stringify(v);
+  const { rows } = await client.query<Record<string, number>>(
+    `WITH
+     ins_p AS (
+       INSERT INTO persons (uuid, project_id, properties, is_identified, created_at, version)
+       SELECT * FROM unnest($1::uuid[], $2::int[], $3::jsonb[], $4::bool[], $5::timestamptz[], $6::int8[])
+       ON CONFLICT (uuid) DO NOTHING RETURNING 1),
+     upd_p AS (
+       UPDATE persons p SET properties = u.properties, is_identified = u.is_identified, created_at = u.created_at, version = u.version
+       FROM unnest($7::uuid[], $8::jsonb[], $9::bool[], $10::timestamptz[], $11::int8[], $12::int8[])
+         AS u(uuid, properties, is_identified, created_at, version, expected)
+       WHERE p.uuid = u.uuid AND p.version = u.expected RETURNING 1),
+     del_p AS (
+       DELETE FROM persons p USING unnest($13::uuid[], $14::int8[]) AS d(uuid, expected)
+       WHERE p.uuid = d.uuid AND p.version = d.expected RETURNING 1),
+     mv AS (
+       UPDATE person_distinct_ids pd SET person_uuid = m.to_uuid
+       FROM unnest($15::uuid[], $16::uuid[]) AS m(from_uuid, to_uuid)
+       WHERE pd.person_uuid = m.from_uuid RETURNING 1),
+     ins_d AS (
+       INSERT INTO person_distinct_ids (project_id, distinct_id, person_uuid)
+       SELECT * FROM unnest($17::int[], $18::text[], $19::uuid[])
+       ON CONFLICT DO NOTHING RETURNING 1),
+     warn AS (
+       INSERT INTO ingestion_warnings (project_id, type, details)
+       SELECT * FROM unnest($20::int[], $21::text[], $22::jsonb[]) RETURNING 1),
+     pos AS (
+       UPDATE shard_positions SET position = $25, pending_end = $27, updated_at = now()
+       WHERE stream = $23 AND shard = $24 AND fence = $26 RETURNING 1)
+     SELECT (SELECT count(*) FROM ins_p)::int AS ins_p, (SELECT count(*) FROM upd_p)::int AS upd_p,
+            (SELECT count(*) FROM del_p)::int AS del_p, (SELECT count(*) FROM ins_d)::int AS ins_d,
+            (SELECT count(*) FROM warn)::int AS warn,
+            (SELECT count(*) FROM pos)::int AS pos, (SELECT count(*) FROM mv)::int AS mv`,
+    [
+      w.inserts.map((p) => p.uuid),
+      w.inserts.map((p) => p.projectId),
+      w.inserts.map((p) => json(p.properties)),
+      w.inserts.map((p) => p.isIdentified),
+      w.inserts.map((p) => p.createdAt),
+      w.inserts.map((p) => p.version),
+      w.updates.map((u) => u.state.uuid),
+      w.updates.map((u) => json(u.state.properties)),
+      w.updates.map((u) => u.state.isIdentified),
+      w.updates.map((u) => u.state.createdAt),
+      w.updates.map((u) => u.state.version),
+      w.updates.map((u) => u.expectedVersion),
+      w.deletes.map((d) => d.uuid),
+      w.deletes.map((d) => d.expectedVersion),
+      w.moves.map((m) => m.from),
+      w.moves.map((m) => m.to),
+      w.newDistinctIds.map((d) => d.projectId),
+      w.newDistinctIds.map((d) => d.distinctId),
+      w.newDistinctIds.map((d) => d.personUuid),
+      warnings.map((x) => x.projectId),
+      warnings.map((x) => x.type),
+      warnings.map((x) => json(x.details)),
+      position.stream,
+      position.shard,
+      position.position,
+      position.fence,
+      position.nextPlannedEnd ?? null,
+    ],
+  );
+  const r = rows[0]!;
+  if (r.pos !== 1) throw new OwnershipLostError(`${position.stream}/${position.shard}: fence ${position.fence} is no longer current`);
+  if (r.ins_p !== w.inserts.length || r.upd_p !== w.updates.length || r.del_p !== w.deletes.length || r.ins_d !== w.newDistinctIds.length) {
+    throw new PersonConflictError(
+      `concurrent person change: inserted ${r.ins_p}/${w.inserts.length}, updated ${r.upd_p}/${w.updates.length}, ` +
+        `deleted ${r.del_p}/${w.deletes.length}, distinct ids ${r.ins_d}/${w.newDistinctIds.length}`,
+    );
+  }
+}
+
+/**
+ * Groups: a shallow merge in SQL (no read needed); created_at is kept. Rows come sorted, so
+ * concurrent writers lock them in one order.
+ */
+export async function upsertGroups(client: pg.ClientBase | pg.Pool, groups: readonly GroupUpsert[]): Promise<void> {
+  if (groups.length === 0) return;
+  await client.query(
+    `INSERT INTO groups (project_id, group_type_index, group_key, group_properties, created_at)
+     SELECT * FROM unnest($1::int[], $2::int2[], $3::text[], $4::jsonb[], $5::timestamptz[])
+     ON CONFLICT (project_id, group_type_index, group_key) DO UPDATE
+       SET group_properties = groups.group_properties || excluded.group_properties, updated_at = now(), version = groups.version + 1`,
+    [
+      groups.map((g) => g.projectId),
+      groups.map((g) => g.groupTypeIndex),
+      groups.map((g) => g.groupKey),
+      groups.map((g) => JSON.stringify(g.properties)),
+      groups.map((g) => g.createdAt),
+    ],
+  );
+}

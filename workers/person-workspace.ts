@@ -1,0 +1,208 @@
+// The persons and distinct ids one batch works on, in memory: loaded from Postgres (or the
+// cache) at the start, changed event by event in stream order, and turned into a few set-based
+// writes at the end. Nothing here talks to Postgres.
+import { v5 as uuidv5 } from 'uuid';
+import type { Properties } from '../lib/index.js';
+
+export interface PersonState {
+  uuid: string;
+  projectId: number;
+  properties: Properties;
+  isIdentified: boolean;
+  /** ISO 8601. */
+  createdAt: string;
+  version: number;
+}
+
+// Fixed namespace of person uuids: uuid v5 of "<projectId>:<distinctId>" (the id that created it).
+const PERSON_NAMESPACE = 'a8f0e3c2-5d7b-4c1e-9f26-3b8e6d4a1c57';
+
+/** A new person's uuid: the same input always gives the same uuid, so a replayed batch republishes identical lines. */
+export function personUuidFor(projectId: number, distinctId: string): string {
+  return uuidv5(`${projectId}:${distinctId}`, PERSON_NAMESPACE);
+}
+
+export function distinctIdKey(projectId: number, distinctId: string): string {
+  return `${projectId}:${distinctId}`;
+}
+
+export interface PersonWrites {
+  /** New persons, final state. */
+  inserts: PersonState[];
+  /** Existing persons whose row changes; `state.version` is the new version. */
+  updates: { state: PersonState; expectedVersion: number }[];
+  /** Existing persons merged away. */
+  deletes: { uuid: string; expectedVersion: number }[];
+  /** Distinct ids that had no person before this batch. */
+  newDistinctIds: { projectId: number; distinctId: string; personUuid: string }[];
+  /** Every distinct id of a deleted person moves to the person it was (finally) merged into. */
+  moves: { from: string; to: string }[];
+  /** Final distinct id → person of every key this batch looked at (for the cache). */
+  mappings: Map<string, string>;
+  /** Final state of every person this batch wrote (for the cache). */
+  written: PersonState[];
+  deleted: string[];
+}
+
+export class UnloadedDistinctIdError extends Error {
+  override name = 'UnloadedDistinctIdError';
+}
+
+export class PersonWorkspace {
+  private readonly didToPerson = new Map<string, string>();
+  private readonly personKeys = new Map<string, Set<string>>();
+  private readonly persons = new Map<string, PersonState>();
+  /** Version in Postgres of every person that existed before the batch. */
+  private readonly original = new Map<string, number>();
+  private readonly looked = new Set<string>();
+  private readonly created = new Set<string>();
+  private readonly dirty = new Set<string>();
+  private readonly deleted = new Set<string>();
+  private readonly mergedInto = new Map<string, string>();
+  private readonly addedKeys = new Map<string, { projectId: number; distinctId: string }>();
+
+  /**
+   * `lookups` holds every key the batch will ask about: key → person uuid, or null when the
+   * distinct id has no person. `persons` holds the state of every person named there.
+   */
+  constructor(lookups: ReadonlyMap<string, string | null>, persons: ReadonlyMap<string, PersonState>) {
+    for (const [key, uuid] of lookups) {
+      this.looked.add(key);
+      if (uuid === null) continue;
+      const person = persons.get(uuid);
+      if (!person) throw new Error(`person ${uuid} of ${key} was not loaded`);
+      this.didToPerson.set(key, uuid);
+      this.keysOf(uuid).add(key);
+      if (!this.persons.has(uuid)) {
+        this.persons.set(uuid, { ...person });
+        this.original.set(uuid, person.version);
+      }
+    }
+  }
+
+  private keysOf(uuid: string): Set<string> {
+    let keys = this.personKeys.get(uuid);
+    if (!keys) this.personKeys.set(uuid, (keys = new Set()));
+    return keys;
+  }
+
+  personOf(projectId: number, distinctId: string): PersonState | undefined {
+    const key = distinctIdKey(projectId, distinctId);
+    if (!this.looked.has(key)) throw new UnloadedDistinctIdError(`distinct id ${key} was not loaded for this batch`);
+    const uuid = this.didToPerson.get(key);
+    return uuid === undefined ? undefined : this.persons.get(uuid);
+  }
+
+  getOrCreate(projectId: number, distinctId: string, createdAt: string): PersonState {
+    return this.personOf(projectId, distinctId) ?? this.create(projectId, distinctId, createdAt);
+  }
+
+  create(projectId: number, distinctId: string, createdAt: string): PersonState {
+    const uuid = personUuidFor(projectId, distinctId);
+    const person: PersonState = { uuid, projectId, properties: {}, isIdentified: false, createdAt, version: 0 };
+    this.persons.set(uuid, person);
+    this.created.add(uuid);
+    this.link(person, projectId, distinctId);
+    return person;
+  }
+
+  /** Gives a distinct id without a person to `person`. */
+  addDistinctId(person: PersonState, projectId: number, distinctId: string): void {
+    this.link(person, projectId, distinctId);
+    // A person that gains an id is written (version bump), so a concurrent merge of it elsewhere is detected.
+    this.dirty.add(person.uuid);
+  }
+
+  private link(person: PersonState, projectId: number, distinctId: string): void {
+    const key = distinctIdKey(projectId, distinctId);
+    if (this.didToPerson.has(key)) throw new Error(`distinct id ${key} already has a person`);
+    this.looked.add(key);
+    this.didToPerson.set(key, person.uuid);
+    this.keysOf(person.uuid).add(key);
+    this.addedKeys.set(key, { projectId, distinctId });
+  }
+
+  setProperties(person: PersonState, properties: Properties): void {
+    person.properties = properties;
+    this.dirty.add(person.uuid);
+  }
+
+  markIdentified(person: PersonState): void {
+    if (person.isIdentified) return;
+    person.isIdentified = true;
+    this.dirty.add(person.uuid);
+  }
+
+  /**
+   * Merges `source` into `target`: target keeps its values over the source's, the oldest
+   * created_at, is identified, and takes every distinct id of the source; the source is deleted.
+   */
+  merge(source: PersonState, target: PersonState): void {
+    if (source.uuid === target.uuid) return;
+    target.properties = { ...source.properties, ...target.properties };
+    target.isIdentified = true;
+    if (Date.parse(source.createdAt) < Date.parse(target.createdAt)) target.createdAt = source.createdAt;
+    target.version = Math.max(source.version, target.version);
+    this.dirty.add(target.uuid);
+    const keys = this.keysOf(source.uuid);
+    const targetKeys = this.keysOf(target.uuid);
+    for (const key of keys) {
+      this.didToPerson.set(key, target.uuid);
+      targetKeys.add(key);
+    }
+    this.personKeys.delete(source.uuid);
+    this.persons.delete(source.uuid);
+    this.deleted.add(source.uuid);
+    this.mergedInto.set(source.uuid, target.uuid);
+  }
+
+  private finalOf(uuid: string): string {
+    let current = uuid;
+    for (let next = this.mergedInto.get(current); next !== undefined; next = this.mergedInto.get(current)) current = next;
+    return current;
+  }
+
+  /** True when the batch changed nothing about persons (custom events of known persons). */
+  get unchanged(): boolean {
+    return this.created.size === 0 && this.dirty.size === 0 && this.deleted.size === 0;
+  }
+
+  writes(): PersonWrites {
+    const w: PersonWrites = {
+      inserts: [],
+      updates: [],
+      deletes: [],
+      newDistinctIds: [],
+      moves: [],
+      mappings: new Map(this.didToPerson),
+      written: [],
+      deleted: [],
+    };
+    for (const uuid of this.deleted) {
+      const expectedVersion = this.original.get(uuid);
+      if (expectedVersion === undefined) continue; // created and merged away within the batch
+      w.deletes.push({ uuid, expectedVersion });
+      w.moves.push({ from: uuid, to: this.finalOf(uuid) });
+      w.deleted.push(uuid);
+    }
+    for (const uuid of this.created) {
+      const person = this.persons.get(uuid);
+      if (!person) continue;
+      w.inserts.push(person);
+      w.written.push(person);
+    }
+    for (const uuid of this.dirty) {
+      const person = this.persons.get(uuid);
+      const expectedVersion = this.original.get(uuid);
+      if (!person || expectedVersion === undefined) continue;
+      person.version = Math.max(person.version, expectedVersion) + 1;
+      w.updates.push({ state: person, expectedVersion });
+      w.written.push(person);
+    }
+    for (const [key, { projectId, distinctId }] of this.addedKeys) {
+      const uuid = this.didToPerson.get(key)!;
+      w.newDistinctIds.push({ projectId, distinctId, personUuid: this.finalOf(uuid) });
+    }
+    return w;
+  }
+}

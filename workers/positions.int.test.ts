@@ -1,0 +1,99 @@
+// Fences and dedup generations against a real PostgreSQL.
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../lib/index.js';
+import { freshDatabase } from '../test/kit/index.js';
+import { createPool } from './db.js';
+import { DedupGenerations, recordFreshEvents } from './dedup.js';
+import { migrateWorkerSchema } from './migrate.js';
+import { OwnershipLostError } from './person-store.js';
+import { lockPosition, planBatch, PositionMovedError, takeOverPartition } from './positions.js';
+
+let pool: pg.Pool;
+const logger = createLogger('test', 'warn');
+
+beforeAll(async () => {
+  const url = await freshDatabase();
+  // Several workers migrate at once: one applies, the others wait and find nothing to do.
+  const runs = await Promise.all([migrateWorkerSchema(url, logger), migrateWorkerSchema(url, logger), migrateWorkerSchema(url, logger)]);
+  expect(runs.map((r) => r.length).sort()).toEqual([0, 0, 1]);
+  pool = createPool(url, 4, logger);
+});
+
+afterAll(async () => {
+  await pool?.end();
+});
+
+describe('positions and dedup', () => {
+  it('fence - a new owner raises the fence; the former owner can neither plan nor commit', async () => {
+    const a = await takeOverPartition(pool, 'EVENTS', 1, 'a', 'created-1');
+    expect(a).toMatchObject({ position: 0, pendingEnd: undefined, reset: false });
+    await planBatch(pool, 'EVENTS', 1, a.fence, 0, 1, 10);
+    const b = await takeOverPartition(pool, 'EVENTS', 1, 'b', 'created-1');
+    expect(b.fence).toBeGreaterThan(a.fence);
+    // The planned batch is handed over: the new owner replays exactly up to 10.
+    expect(b.pendingEnd).toBe(10);
+    await expect(planBatch(pool, 'EVENTS', 1, a.fence, 0, 1, 10)).rejects.toBeInstanceOf(OwnershipLostError);
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await expect(lockPosition(client, 'EVENTS', 1, a.fence, 0)).rejects.toBeInstanceOf(OwnershipLostError);
+      await client.query('ROLLBACK');
+      await client.query('BEGIN');
+      await expect(lockPosition(client, 'EVENTS', 1, b.fence, 5)).rejects.toBeInstanceOf(PositionMovedError);
+      await client.query('ROLLBACK');
+    } finally {
+      client.release();
+    }
+  });
+
+  it('fence - a takeover waits for the batch in flight, then sees all of it', async () => {
+    const a = await takeOverPartition(pool, 'EVENTS', 2, 'a', 'c');
+    const client = await pool.connect();
+    await client.query('BEGIN');
+    await lockPosition(client, 'EVENTS', 2, a.fence, 0);
+    let tookOver = false;
+    const takeover = takeOverPartition(pool, 'EVENTS', 2, 'b', 'c').then((r) => ((tookOver = true), r));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(tookOver).toBe(false);
+    await client.query(`UPDATE shard_positions SET position = 42 WHERE stream = 'EVENTS' AND shard = 2`);
+    await client.query('COMMIT');
+    client.release();
+    expect((await takeover).position).toBe(42);
+  });
+
+  it('fence - a re-created stream starts again from its beginning', async () => {
+    await takeOverPartition(pool, 'HISTORICAL', 3, 'a', 'first');
+    await pool.query(`UPDATE shard_positions SET position = 99 WHERE stream = 'HISTORICAL' AND shard = 3`);
+    expect(await takeOverPartition(pool, 'HISTORICAL', 3, 'a', 'first')).toMatchObject({ position: 99, reset: false });
+    expect(await takeOverPartition(pool, 'HISTORICAL', 3, 'a', 'second')).toMatchObject({ position: 0, reset: true });
+  });
+
+  it('dedup - a uuid is a duplicate in its generation and the next, per project; older generations are dropped', async () => {
+    const windowMs = 1_000;
+    const dedup = new DedupGenerations(windowMs);
+    const g = dedup.current(10_000_000);
+    await dedup.ensure(pool, g);
+    await dedup.ensure(pool, g + 1);
+    await dedup.ensure(pool, g + 2);
+    const u = '0190a7a0-0000-7000-8000-00000000abcd';
+    const fresh = async (generation: number, project = 1) => {
+      const client = await pool.connect();
+      try {
+        return (await recordFreshEvents(client, generation, [project], [u])).size === 1;
+      } finally {
+        client.release();
+      }
+    };
+    expect(await fresh(g)).toBe(true);
+    expect(await fresh(g)).toBe(false);
+    expect(await fresh(g, 2)).toBe(true);
+    expect(await fresh(g + 1)).toBe(false);
+    // Two generations on, the first copy is out of the window.
+    expect(await fresh(g + 2, 2)).toBe(true);
+    const dropped = await dedup.maintain(pool, (g + 3) * windowMs);
+    expect(dropped).toEqual(expect.arrayContaining([g, g + 1]));
+    const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_class WHERE relname = 'event_dedup_${g}'`);
+    expect(rows[0]!.n).toBe(0);
+  });
+});

@@ -1,0 +1,145 @@
+// Real worker processes (workers/main through tsx) sharing shards through NATS KV leases.
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { CapturedEvent } from '../lib/index.js';
+import { freshDatabase, startNats, waitFor } from '../test/kit/index.js';
+import {
+  capture,
+  connectAndCreateStreams,
+  publishEvents,
+  readProcessed,
+  spawnWorker,
+  workerEnv,
+  type WorkerProcess,
+} from '../test/workers/harness.js';
+
+const running: WorkerProcess[] = [];
+
+afterEach(async () => {
+  for (const w of running.splice(0)) {
+    if (w.child.exitCode === null && w.child.signalCode === null) {
+      w.kill('SIGKILL');
+      await w.exited;
+    }
+  }
+});
+
+async function start(id: string, env: Record<string, string>): Promise<WorkerProcess> {
+  const w = await spawnWorker(id, env);
+  running.push(w);
+  return w;
+}
+
+/** Waits until the given workers own every shard between them, each a part, none twice. */
+async function waitForCover(workers: WorkerProcess[], what: string, timeoutMs = 30_000): Promise<number[][]> {
+  let last: number[][] = [];
+  try {
+    await waitFor(
+      what,
+      async () => {
+        last = await Promise.all(workers.map(async (w) => (await w.shards()) ?? []));
+        const all = last.flat();
+        return new Set(all).size === 16 && all.length === 16 && last.every((s) => s.length > 0);
+      },
+      timeoutMs,
+      200,
+    );
+  } catch (err) {
+    const logs = workers.map((w) => `--- ${w.id}\n${w.output().slice(-3000)}`).join('\n');
+    throw new Error(`${(err as Error).message}; last seen ${JSON.stringify(last)}\n${logs}`);
+  }
+  return last;
+}
+
+function events(projectId: number, count: number, ids: number): CapturedEvent[] {
+  const out: CapturedEvent[] = [];
+  for (let i = 0; i < count; i++) out.push(capture(projectId, `e${i % 7}`, `user-${i % ids}`, { i }));
+  return out;
+}
+
+async function expectExactlyOnce(nc: Parameters<typeof readProcessed>[0], sent: CapturedEvent[], timeoutMs = 60_000): Promise<void> {
+  let lines = await readProcessed(nc);
+  await waitFor(
+    `${sent.length} processed events`,
+    async () => {
+      lines = await readProcessed(nc);
+      return lines.length >= sent.length;
+    },
+    timeoutMs,
+    250,
+  );
+  // Give a stray duplicate (if any) the chance to show up before counting.
+  await new Promise((r) => setTimeout(r, 500));
+  lines = await readProcessed(nc);
+  const counts = new Map<string, number>();
+  for (const l of lines) counts.set(l.uuid, (counts.get(l.uuid) ?? 0) + 1);
+  const missing = sent.filter((e) => !counts.has(e.uuid));
+  const twice = [...counts].filter(([, n]) => n > 1);
+  expect(missing).toEqual([]);
+  expect(twice).toEqual([]);
+  expect(lines).toHaveLength(sent.length);
+}
+
+describe('worker processes', () => {
+  it('workers - two then three processes share 16 shards without overlap, and rebalance when one leaves', async () => {
+    await using nats = await startNats();
+    const { nc, js } = await connectAndCreateStreams(nats.url);
+    const env = workerEnv(nats.url, await freshDatabase());
+    const sent = events(1, 2_000, 97);
+    await publishEvents(js, sent.slice(0, 1_000));
+
+    const a = await start('wa', env);
+    const b = await start('wb', env);
+    const two = await waitForCover([a, b], 'two workers to share the shards');
+    expect(two.map((s) => s.length).sort()).toEqual([8, 8]);
+
+    const c = await start('wc', env);
+    await c.statusUrl();
+    const joinedAt = Date.now();
+    const three = await waitForCover([a, b, c], 'three workers to share the shards');
+    expect(three.map((s) => s.length).sort()).toEqual([5, 5, 6]);
+    expect(Date.now() - joinedAt).toBeLessThan(10_000);
+
+    await publishEvents(js, sent.slice(1_000));
+    a.kill('SIGTERM');
+    expect(await a.exited).toBe(0);
+    const leftAt = Date.now();
+    const after = await waitForCover([b, c], 'two workers to take the leaver\'s shards');
+    expect(after.map((s) => s.length).sort()).toEqual([8, 8]);
+    // A clean leave frees the leases at once: no waiting for the TTL.
+    expect(Date.now() - leftAt).toBeLessThan(2_500);
+
+    await expectExactlyOnce(nc, sent);
+    await nc.close();
+  });
+
+  it('workers - kill -9 between publish and commit: its shards resume elsewhere, nothing lost, nothing processed twice', async () => {
+    await using nats = await startNats();
+    const { nc, js } = await connectAndCreateStreams(nats.url);
+    const databaseUrl = await freshDatabase();
+    const env = workerEnv(nats.url, databaseUrl);
+    const victim = await start('victim', { ...env, SPATE_TEST_FAULT: 'kill-after-publish:4' });
+    const survivor = await start('survivor', env);
+    await waitForCover([victim, survivor], 'two workers to share the shards');
+
+    const sent = events(2, 12_000, 211);
+    await publishEvents(js, sent, { perMessage: 20 });
+    await victim.exited;
+    expect(victim.child.signalCode).toBe('SIGKILL');
+
+    await waitFor('the survivor to own every shard', async () => (await survivor.shards())?.length === 16, 20_000, 200);
+    await expectExactlyOnce(nc, sent);
+
+    // The survivor replayed the victim's planned batch under the same message ids: JetStream dropped them.
+    const metrics = await (await fetch(`${await survivor.statusUrl()}/metrics`)).text();
+    const duplicates = Number(/spate_worker_publish_duplicates_total\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
+    expect(duplicates).toBeGreaterThan(0);
+
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM persons WHERE project_id = 2');
+    expect(rows[0]!.n).toBe(211);
+    await db.end();
+    await nc.close();
+  });
+});

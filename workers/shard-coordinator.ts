@@ -1,0 +1,294 @@
+// Membership and shard leases in the NATS KV bucket `spate-workers` (ARCHITECTURE: workers).
+// nats-server 2.9 has no per-key TTL: the bucket's max_age is the lease TTL, and a holder renews
+// by writing a new revision (update with the revision it holds). Keys:
+//   members.<workerId>  renewed by each live worker
+//   shards.<n>          the lease of shard n: created by its owner, renewed, deleted on release
+// Every worker computes the same assignment from the live members (assignment.ts); it releases
+// shards that are no longer its own and creates leases for the free shards that are. A watch on
+// the bucket makes joins and leaves take effect at once; a worker killed with -9 disappears when
+// its keys expire (no event is sent for that, so the periodic tick notices it).
+import { KvWatchInclude, Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from '../lib/index.js';
+import { assignShards } from './assignment.js';
+import type { WorkerMetrics } from './metrics.js';
+import { errorText } from './partition-processor.js';
+
+export const WORKERS_BUCKET = 'spate-workers';
+
+export interface ShardLease {
+  readonly shard: number;
+  /** Local time before which this worker may act for the shard (renewed with the lease). */
+  deadline: number;
+  revision: number;
+}
+
+/** What runs for an owned shard (its three stream processors). */
+export interface ShardRunner {
+  stop(): Promise<void>;
+}
+
+export interface CoordinatorOptions {
+  workerId: string;
+  shardCount: number;
+  ttlMs: number;
+  replicas: number;
+}
+
+export async function openWorkersBucket(nc: NatsConnection, ttlMs: number, replicas: number, logger: Logger): Promise<{ kv: KV; ttlMs: number }> {
+  const kv = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: ttlMs, replicas });
+  const status = await kv.status();
+  if (status.ttl > 0 && status.ttl !== ttlMs) {
+    logger.warn({ configured: ttlMs, bucket: status.ttl }, 'the workers bucket was created with another lease TTL: using the bucket\'s');
+    return { kv, ttlMs: status.ttl };
+  }
+  return { kv, ttlMs };
+}
+
+export class ShardCoordinator {
+  /** Leases this worker holds; `releasing` while its runner finishes (the lease is still renewed meanwhile). */
+  private readonly owned = new Map<number, { lease: ShardLease; runner: ShardRunner; releasing?: Promise<void> }>();
+  private readonly lost = new Set<number>();
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> | undefined;
+  private again = false;
+  private stopped = false;
+  private watcher: { stop(): void } | undefined;
+  private members: string[] = [];
+  private joined = false;
+
+  constructor(
+    private readonly kv: KV,
+    private readonly options: CoordinatorOptions,
+    private readonly startShard: (lease: ShardLease, lost: (reason: string) => void) => ShardRunner,
+    private readonly logger: Logger,
+    private readonly metrics: WorkerMetrics,
+  ) {}
+
+  private get memberKey(): string {
+    return `members.${this.options.workerId}`;
+  }
+
+  /** Renewals happen this often: a lease survives three missed renewals. */
+  private get renewEveryMs(): number {
+    return Math.max(200, Math.floor(this.options.ttlMs / 4));
+  }
+
+  /** How long after sending a write this worker may rely on it: the TTL less a margin for slow clocks and pauses. */
+  private deadlineFrom(sentAt: number): number {
+    return sentAt + this.options.ttlMs - Math.min(1_000, Math.floor(this.options.ttlMs / 5));
+  }
+
+  async start(): Promise<void> {
+    this.startWatch();
+    await this.tick();
+    this.timer = setInterval(() => this.schedule(), this.renewEveryMs);
+  }
+
+  get joinedCluster(): boolean {
+    return this.joined;
+  }
+
+  /** Shards this worker processes (held and not being released). */
+  ownedShards(): number[] {
+    return [...this.owned].filter(([, h]) => !h.releasing).map(([s]) => s).sort((a, b) => a - b);
+  }
+
+  liveMembers(): string[] {
+    return [...this.members];
+  }
+
+  /** Leaves the cluster: others stop assigning shards to us, each shard finishes its batch, then its lease is freed. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.watcher?.stop();
+    await this.ticking;
+    await this.kv.delete(this.memberKey).catch((err: unknown) => this.logger.warn({ err: errorText(err) }, 'could not remove membership'));
+    await Promise.all([...this.owned.keys()].map((shard) => this.release(shard)));
+    this.metrics.ownedShards.set(0);
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    if (this.ticking) {
+      this.again = true;
+      return;
+    }
+    this.ticking = this.tick()
+      .catch((err: unknown) => this.logger.warn({ err: errorText(err) }, 'shard coordination failed'))
+      .finally(() => {
+        this.ticking = undefined;
+        if (this.again) {
+          this.again = false;
+          this.schedule();
+        }
+      });
+  }
+
+  private startWatch(): void {
+    const loop = async () => {
+      while (!this.stopped) {
+        try {
+          const iter = await this.kv.watch({ key: '>', include: KvWatchInclude.UpdatesOnly });
+          this.watcher = iter;
+          for await (const entry of iter) this.onChange(entry);
+        } catch (err) {
+          if (!this.stopped) this.logger.debug({ err: errorText(err) }, 'bucket watch ended: restarting it');
+        }
+        if (!this.stopped) await new Promise((r) => setTimeout(r, 500));
+      }
+    };
+    void loop();
+  }
+
+  private onChange(entry: KvWatchEntry): void {
+    const removed = entry.operation === 'DEL' || entry.operation === 'PURGE';
+    if (entry.key.startsWith('members.')) {
+      const id = entry.key.slice('members.'.length);
+      if (removed || !this.members.includes(id)) this.schedule();
+    } else if (entry.key.startsWith('shards.') && removed) {
+      this.schedule();
+    }
+  }
+
+  private async tick(): Promise<void> {
+    if (this.stopped) return;
+    const { workerId, shardCount } = this.options;
+    try {
+      await withTimeout(
+        this.kv.put(this.memberKey, JSON.stringify({ id: workerId, pid: process.pid, at: new Date().toISOString() })),
+        this.kvTimeoutMs,
+        'membership heartbeat',
+      );
+      this.joined = true;
+    } catch (err) {
+      this.logger.warn({ err: errorText(err) }, 'membership heartbeat failed');
+    }
+    await this.renewAll();
+    for (const shard of this.lost) {
+      this.lost.delete(shard);
+      if (this.owned.has(shard)) void this.release(shard);
+    }
+
+    let members: string[];
+    try {
+      members = await this.listMembers();
+    } catch (err) {
+      this.logger.warn({ err: errorText(err) }, 'cannot list members: keeping the current shards');
+      return;
+    }
+    if (!members.includes(workerId)) members.push(workerId);
+    const changed = members.slice().sort().join(',') !== this.members.slice().sort().join(',');
+    this.members = members;
+    const desired = new Set(assignShards(members, shardCount).get(workerId) ?? []);
+    if (changed) this.logger.info({ members: members.length, desired: [...desired] }, 'membership changed');
+
+    // Releases run in the background: a shard finishing its batch must not hold up renewals of the others.
+    for (const s of this.ownedShards()) if (!desired.has(s)) void this.release(s);
+    for (const shard of desired) {
+      if (this.owned.has(shard) || this.stopped) continue;
+      await this.acquire(shard);
+    }
+    this.metrics.ownedShards.set(this.ownedShards().length);
+  }
+
+  /** KV calls of a tick must end well within a TTL, or renewals would starve. */
+  private get kvTimeoutMs(): number {
+    return Math.max(500, Math.floor(this.options.ttlMs / 3));
+  }
+
+  private async listMembers(): Promise<string[]> {
+    const out: string[] = [];
+    const iter = await withTimeout(this.kv.keys('members.*'), this.kvTimeoutMs, 'listing members');
+    // A busy bucket keeps a listing going (keys renewed meanwhile come again): cut it off.
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      iter.stop();
+    }, this.kvTimeoutMs);
+    try {
+      for await (const key of iter) out.push(key.slice('members.'.length));
+    } finally {
+      clearTimeout(timer);
+    }
+    if (timedOut) throw new Error('listing members timed out');
+    return [...new Set(out)];
+  }
+
+  private leaseValue(): string {
+    return JSON.stringify({ owner: this.options.workerId, at: new Date().toISOString() });
+  }
+
+  private async acquire(shard: number): Promise<void> {
+    const sentAt = Date.now();
+    let revision: number;
+    try {
+      revision = await withTimeout(this.kv.create(`shards.${shard}`, this.leaseValue()), this.kvTimeoutMs, 'lease create');
+    } catch {
+      return; // held by another worker (or NATS is away): try again next tick
+    }
+    const lease: ShardLease = { shard, deadline: this.deadlineFrom(sentAt), revision };
+    const runner = this.startShard(lease, (reason) => {
+      this.logger.warn({ shard, reason }, 'shard lost');
+      this.metrics.leaseChanges.inc({ change: 'lost' });
+      this.lost.add(shard);
+      this.schedule();
+    });
+    this.owned.set(shard, { lease, runner });
+    this.metrics.leaseChanges.inc({ change: 'acquired' });
+    this.logger.info({ shard }, 'shard acquired');
+  }
+
+  private async renewAll(): Promise<void> {
+    await Promise.all(
+      [...this.owned.values()].map(async ({ lease }) => {
+        const sentAt = Date.now();
+        try {
+          lease.revision = await withTimeout(
+            this.kv.update(`shards.${lease.shard}`, this.leaseValue(), lease.revision),
+            this.kvTimeoutMs,
+            'lease renewal',
+          );
+          lease.deadline = this.deadlineFrom(sentAt);
+        } catch (err) {
+          const msg = errorText(err);
+          if (/wrong last sequence/i.test(msg)) {
+            // Expired and possibly taken: this worker must not act for the shard any more.
+            lease.deadline = 0;
+            this.lost.add(lease.shard);
+          }
+          this.logger.warn({ shard: lease.shard, err: msg }, 'lease renewal failed');
+        }
+        if (Date.now() >= lease.deadline) this.lost.add(lease.shard);
+      }),
+    );
+  }
+
+  private release(shard: number): Promise<void> {
+    const held = this.owned.get(shard);
+    if (!held) return Promise.resolve();
+    held.releasing ??= (async () => {
+      await held.runner.stop();
+      this.owned.delete(shard);
+      // Only our own revision is deleted: a lease another worker holds by now stays.
+      await this.kv.delete(`shards.${shard}`, { previousSeq: held.lease.revision }).catch(() => undefined);
+      this.metrics.leaseChanges.inc({ change: 'released' });
+      this.metrics.ownedShards.set(this.ownedShards().length);
+      this.logger.info({ shard }, 'shard released');
+    })();
+    return held.releasing;
+  }
+}
+
+/** Rejects when `promise` takes longer than `ms` (the operation itself may still finish later). */
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
