@@ -2,12 +2,13 @@
 // deployable's entry file, its settings, its port and its health paths, taken from the code. The
 // checks beside those artefacts (deploy/**/*.test.ts) hold every file to these facts.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { DockerfileParser } from 'dockerfile-ast';
 import { parseAllDocuments, parse as parseYamlText } from 'yaml';
 import { adminConfigDefinition } from '../admin/index.js';
 import { ingestConfigDefinition } from '../ingest/index.js';
+import { workerConfigDefinition } from '../workers/index.js';
 import { ConfigError, loadConfig, type ConfigDefinition } from '../lib/index.js';
 
 export const repoRoot = fileURLToPath(new URL('../', import.meta.url));
@@ -36,29 +37,6 @@ export function parseYamlDocuments(relative: string): unknown[] {
 
 /** Read by lib/logger.ts in every process (createLogger's default level). */
 const LOGGER_SETTINGS = ['LOG_LEVEL'];
-
-/**
- * The worker's settings, as workers/config.ts (workerConfigDefinition) declares them on the
- * workers branch, which is not merged yet. When it is, this list gives way to
- * describeConfig(workerConfigDefinition) from workers/index.ts.
- */
-export const WORKER_SETTINGS = [
-  'NATS_URL',
-  'DATABASE_URL',
-  'SHARD_COUNT',
-  'NATS_REPLICAS',
-  'WORKER_ID',
-  'WORKER_METRICS_HOST',
-  'WORKER_METRICS_PORT',
-  'WORKER_LEASE_TTL',
-  'WORKER_BATCH_MAX_EVENTS',
-  'WORKER_BATCH_MAX_BYTES',
-  'WORKER_FETCH_MAX_BYTES',
-  'WORKER_PUBLISH_PART_BYTES',
-  'WORKER_DEDUP_WINDOW',
-  'WORKER_PERSON_CACHE_SIZE',
-  'WORKER_DB_POOL_SIZE',
-];
 
 /**
  * What `spate admin …` reads: DATABASE_URL and NATS_URL (admin/cli.ts, databaseUrlFrom and
@@ -100,9 +78,10 @@ export const DEPLOYABLES: Record<DeployableName, Deployable> = {
   workers: {
     name: 'workers',
     source: 'workers/main.ts',
-    settings: new Set([...WORKER_SETTINGS, ...LOGGER_SETTINGS]),
-    // workers/config.ts: WORKER_METRICS_PORT defaults to 0 (any free port).
-    port: { setting: 'WORKER_METRICS_PORT', default: 0 },
+    settings: new Set([...Object.values(workerConfigDefinition).map((s) => s.env), ...LOGGER_SETTINGS]),
+    definition: workerConfigDefinition,
+    // 0 by default (any free port): a container must set it.
+    port: { setting: 'WORKER_METRICS_PORT', default: defaultOf(workerConfigDefinition, 'WORKER_METRICS_PORT') },
     health: { live: '/_health', ready: '/_ready' },
   },
   cli: {
@@ -129,9 +108,6 @@ export function deployableOfCommand(command: readonly string[]): Deployable | un
 export function builtPath(source: string): string {
   return `dist/${source.replace(/\.ts$/, '.js')}`;
 }
-
-/** The workers deployable is on its own branch until it is merged. */
-export const workersMerged = existsSync(repoPath('workers/main.ts'));
 
 /** Problems with an environment given to a deployable: unknown names, values its config refuses. */
 export function envProblems(deployable: Deployable, env: Readonly<Record<string, string>>): string[] {

@@ -1,14 +1,17 @@
 // Prometheus and Grafana files of deploy/observability: scrape targets match the services and
 // ports of compose and Kubernetes, and every dashboard query is valid PromQL over metrics and labels
-// that a real ingest node and a real admin server export (workers: the list below).
+// that a real ingest node, admin server and worker export.
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { parser } from '@prometheus-io/lezer-promql';
 import type { SyntaxNode } from '@lezer/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger, type Registry } from '../../lib/index.js';
 import { startAdminFixture, type AdminFixture } from '../../test/admin/harness.js';
 import { effectivePort, DEPLOYABLES, imageEnv, parseYaml, readRepoFile, repoPath } from '../../test/deploy-artifacts.js';
 import { post, startIngestHarness, type IngestHarness } from '../../test/ingest-harness.js';
+import { freshDatabase, waitFor } from '../../test/kit/index.js';
+import { loadWorkerConfig, startWorker, type Worker } from '../../workers/index.js';
 
 interface ScrapeConfig {
   job_name: string;
@@ -43,36 +46,23 @@ const job = (name: string) => prometheus.scrape_configs.find((j) => j.job_name =
 const composePort = (service: 'ingest' | 'admin' | 'workers') =>
   effectivePort(DEPLOYABLES[service], { ...imageEnv(), ...(compose.services[service]?.environment ?? {}) });
 
-/**
- * The worker's metrics (workers/metrics.ts on the workers branch, not merged yet), with their
- * labels. When it is merged this gives way to the /metrics of a real worker, as ingest and admin.
- */
-const WORKER_FAMILIES: Record<string, { type: string; labels: string[] }> = {
-  spate_worker_consumer_lag_messages: { type: 'gauge', labels: ['stream', 'shard'] },
-  spate_worker_position: { type: 'gauge', labels: ['stream', 'shard'] },
-  spate_worker_processing_latency_seconds: { type: 'histogram', labels: ['stream'] },
-  spate_worker_batch_duration_seconds: { type: 'histogram', labels: ['stream'] },
-  spate_worker_batch_events: { type: 'histogram', labels: [] },
-  spate_worker_events_processed_total: { type: 'counter', labels: ['kind'] },
-  spate_worker_ingestion_warnings_total: { type: 'counter', labels: ['type'] },
-  spate_worker_owned_shards: { type: 'gauge', labels: [] },
-  spate_worker_batch_retries_total: { type: 'counter', labels: ['reason'] },
-  spate_worker_person_cache_lookups_total: { type: 'counter', labels: ['result'] },
-  spate_worker_publish_duplicates_total: { type: 'counter', labels: [] },
-  spate_worker_lease_changes_total: { type: 'counter', labels: ['change'] },
-};
-
 interface Family {
   type: string;
   labels: Set<string>;
 }
 
-/** Metric families of a Prometheus text exposition: TYPE lines, and the label names of their samples. */
-function families(text: string): Map<string, Family> {
+/**
+ * Metric families of a Prometheus text exposition: its TYPE lines, and the label names of their
+ * samples. A family without samples yet (a counter nothing has counted) takes the label names the
+ * process's registry declares (prom-client keeps them on the metric; its types do not say so).
+ */
+function families(text: string, registry?: Registry): Map<string, Family> {
   const out = new Map<string, Family>();
   for (const line of text.split('\n')) {
     const type = /^# TYPE (\S+) (\S+)$/.exec(line);
-    if (type) out.set(type[1]!, { type: type[2]!, labels: new Set() });
+    if (!type) continue;
+    const declared = (registry?.getSingleMetric(type[1]!) as { labelNames?: string[] } | undefined)?.labelNames ?? [];
+    out.set(type[1]!, { type: type[2]!, labels: new Set(declared) });
   }
   for (const line of text.split('\n')) {
     const sample = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? \S+/.exec(line);
@@ -102,27 +92,32 @@ const TARGET_LABELS = ['instance', 'job'];
 let exported: Map<string, Family>;
 let ingest: IngestHarness;
 let admin: AdminFixture;
+let worker: Worker;
 
 beforeAll(async () => {
-  // A real ingest node that has taken a request with one accepted and one dropped event, and a real
-  // admin server that has answered a request: every labelled series the dashboard reads exists.
+  // A real ingest node that has taken a request with one accepted and one dropped event, a real
+  // worker that has processed the accepted one, and a real admin server that has answered a request.
   ingest = await startIngestHarness();
   await ingest.registerKey('phc_observability', 1);
   const res = await post(`${ingest.url}/batch/`, JSON.stringify({ api_key: 'phc_observability', batch: [{ event: 'a', distinct_id: 'u1' }, { event: 'b' }] }));
   expect(res.status).toBe(200);
+  worker = await startWorker(
+    loadWorkerConfig({ NATS_URL: ingest.nats.url, DATABASE_URL: await freshDatabase(), WORKER_DB_POOL_SIZE: '4', WORKER_LEASE_TTL: '3s' }),
+    { logger: createLogger('worker', 'silent') },
+  );
+  const workerMetrics = () => fetch(`${worker.statusUrl}/metrics`).then((r) => r.text());
+  await waitFor('the worker processed the accepted event', async () => /^spate_worker_events_processed_total\{[^}]*\} [1-9]/m.test(await workerMetrics()));
   admin = await startAdminFixture();
   expect((await admin.api('GET', '/api/organizations/')).status).toBe(401);
   exported = new Map([
-    ...families(await (await fetch(`${ingest.url}/metrics`)).text()),
+    ...families(await (await fetch(`${ingest.url}/metrics`)).text(), ingest.node.metrics.registry),
     ...families((await admin.api('GET', '/metrics')).text),
-    // As the exposition would show them: the default label, and `le` on histogram buckets.
-    ...Object.entries(WORKER_FAMILIES).map(
-      ([name, f]) => [name, { type: f.type, labels: new Set([...f.labels, 'deployable', ...(f.type === 'histogram' ? ['le'] : [])]) }] as const,
-    ),
+    ...families(await workerMetrics(), worker.metrics.registry),
   ]);
 }, 120_000);
 
 afterAll(async () => {
+  await worker?.stop();
   await ingest?.stop();
   await admin?.stop();
 });
@@ -210,6 +205,7 @@ describe('prometheus and grafana', () => {
 
   it('observability - every dashboard query reads metrics and labels that ingest, admin and workers export', () => {
     expect(exported.get('spate_ingest_requests_total')?.labels).toEqual(new Set(['deployable', 'route', 'status']));
+    expect(exported.get('spate_worker_consumer_lag_messages')?.labels).toEqual(new Set(['deployable', 'stream', 'shard']));
     for (const q of queries) {
       const expr = promql(q.expr);
       const root = parser.parse(expr).topNode;
