@@ -1,8 +1,9 @@
 // Runs a nats-server with JetStream as a child process: used by the local launcher
 // (`npm start`) and by the test kit, so both exercise the same configuration.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { openSync, closeSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, openSync, closeSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { waitFor } from './wait.js';
 
 export interface NatsNodeOptions {
@@ -19,21 +20,46 @@ export interface NatsNodeOptions {
   binary?: string;
 }
 
+/** max_payload of deploy/nats/base.conf (8MB there: nats-server reads MB as 2^20). */
 export const DEFAULT_MAX_PAYLOAD = 8 * 1024 * 1024;
 
+/**
+ * deploy/nats/, the NATS configuration shared by the launcher, the test kit, compose and Helm.
+ * From source this module is deploy/local/nats-server.ts; built, it is dist/deploy/local/nats-server.js
+ * and the .conf files, which tsc does not copy, are read from the source tree.
+ */
+export function natsConfigDir(): string {
+  const candidates = ['../nats/', '../../../deploy/nats/'].map((rel) => fileURLToPath(new URL(rel, import.meta.url)));
+  const dir = candidates.find((d) => existsSync(join(d, 'base.conf')));
+  if (!dir) throw new Error(`deploy/nats/base.conf not found (looked in ${candidates.join(', ')})`);
+  return dir;
+}
+
+/**
+ * A node's config: deploy/nats/base.conf copied in (a self-contained file, wherever the data dir
+ * is; an `include` would have to be relative to it), then this node's own settings. Later keys
+ * win in nats-server configs, so `maxPayload` overrides the base.
+ */
 export function natsConfigText(o: NatsNodeOptions): string {
   const host = o.host ?? '127.0.0.1';
   const lines = [
+    `# Written by deploy/local/nats-server.ts for ${o.serverName} at every start.`,
+    `# --- deploy/nats/base.conf ---`,
+    readFileSync(join(natsConfigDir(), 'base.conf'), 'utf8').trimEnd(),
+    `# --- this node ---`,
     `server_name: ${JSON.stringify(o.serverName)}`,
     `listen: "${host}:${o.port}"`,
     `http: "${host}:${o.monitorPort}"`,
-    `max_payload: ${o.maxPayload ?? DEFAULT_MAX_PAYLOAD}`,
-    // Ingest publishes up to max_payload per message; give slow consumers room to catch up.
-    `max_pending: ${Math.max(64 * 1024 * 1024, 4 * (o.maxPayload ?? DEFAULT_MAX_PAYLOAD))}`,
+  ];
+  if (o.maxPayload !== undefined) {
+    // Keep the base's ratio: room for four messages of the largest size per slow consumer.
+    lines.push(`max_payload: ${o.maxPayload}`, `max_pending: ${Math.max(64 * 1024 * 1024, 4 * o.maxPayload)}`);
+  }
+  lines.push(
     `jetstream {`,
     `  store_dir: ${JSON.stringify(o.dir)}`, // the server adds its own jetstream/ below it
     `}`,
-  ];
+  );
   if (o.cluster) {
     lines.push(
       `cluster {`,

@@ -1,0 +1,226 @@
+// The NATS configuration files of deploy/nats against the real nats-server (2.9.10 here): they
+// parse, and the settings they share reach every way Spate runs NATS — the launcher and test kit
+// (natsConfigText), compose (compose-node.conf) and the nats Helm chart (nats-values.yaml).
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, posix } from 'node:path';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { afterEach, describe, expect, it } from 'vitest';
+import { connectNats } from '../../lib/index.js';
+import { freePort, startNats, waitFor } from '../../test/kit/index.js';
+import { localNatsVersion, parseYaml, readRepoFile, repoPath } from '../../test/deploy-artifacts.js';
+import { DEFAULT_MAX_PAYLOAD, natsConfigDir, natsConfigText, waitForJetStreamLeader } from '../local/nats-server.js';
+
+const NATS_BIN = process.env.NATS_SERVER_BIN ?? 'nats-server';
+const MiB = 1024 * 1024;
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'spate-nats-config-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** `nats-server -t -c FILE`: parses the config (and its includes) without starting. */
+function checkConfig(file: string, env: Record<string, string> = {}): Promise<{ ok: boolean; output: string }> {
+  return new Promise((resolve) => {
+    execFile(NATS_BIN, ['-t', '-c', file], { env: { ...process.env, ...env } }, (err, stdout, stderr) => {
+      resolve({ ok: err === null, output: `${stdout}${stderr}`.trim() });
+    });
+  });
+}
+
+/** A nats-server child process, killed after the test. */
+function startServer(args: string[], env: Record<string, string>, log: string): ChildProcess {
+  const child = spawn(NATS_BIN, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const stderr: Buffer[] = [];
+  child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+  child.once('exit', () => writeFileSync(log, Buffer.concat(stderr)));
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGKILL');
+      }),
+  );
+  return child;
+}
+
+async function varz(monitorUrl: string): Promise<Record<string, unknown>> {
+  return (await (await fetch(`${monitorUrl}/varz`)).json()) as Record<string, unknown>;
+}
+
+async function healthy(monitorUrl: string): Promise<void> {
+  await waitFor(`nats-server at ${monitorUrl}`, async () => (await fetch(`${monitorUrl}/healthz`).catch(() => undefined))?.ok === true, 30_000);
+}
+
+describe('nats config files', () => {
+  it('nats config - base.conf, compose-node.conf and the launcher configs parse with the real nats-server', async () => {
+    expect(await checkConfig(repoPath('deploy/nats/base.conf'))).toMatchObject({ ok: true });
+    expect(await checkConfig(repoPath('deploy/nats/compose-node.conf'), { NATS_SERVER_NAME: 'nats-1' })).toMatchObject({ ok: true });
+    // Each compose node must be named (JetStream needs unique server names): without the variable
+    // the file does not parse.
+    const missing = await new Promise<{ ok: boolean }>((resolve) => {
+      const env = { ...process.env };
+      delete env.NATS_SERVER_NAME;
+      execFile(NATS_BIN, ['-t', '-c', repoPath('deploy/nats/compose-node.conf')], { env }, (err) => resolve({ ok: err === null }));
+    });
+    expect(missing.ok).toBe(false);
+
+    const dir = tempDir();
+    const single = join(dir, 'single.conf');
+    writeFileSync(single, natsConfigText({ dir, port: 4222, monitorPort: 8222, serverName: 'spate-n1' }));
+    expect(await checkConfig(single)).toMatchObject({ ok: true });
+    const clustered = join(dir, 'clustered.conf');
+    writeFileSync(
+      clustered,
+      natsConfigText({ dir, port: 4223, monitorPort: 8223, serverName: 'spate-n2', cluster: { name: 'spate', port: 6223, routePorts: [6222, 6224] } }),
+    );
+    expect(await checkConfig(clustered)).toMatchObject({ ok: true });
+  });
+
+  it('nats config - the launcher and test kit copy base.conf into every node config', () => {
+    const base = readFileSync(join(natsConfigDir(), 'base.conf'), 'utf8').trimEnd();
+    expect(natsConfigDir()).toBe(repoPath('deploy/nats/'));
+    const text = natsConfigText({ dir: '/data', port: 1, monitorPort: 2, serverName: 'n' });
+    expect(text).toContain(base);
+    // Node settings come after the base, so they win where both set a key.
+    expect(text.indexOf('server_name')).toBeGreaterThan(text.indexOf(base));
+    expect(base).not.toMatch(/^\s*include\b/m);
+  });
+
+  it('nats config - a launcher node runs with base.conf max_payload (8 MiB) and max_pending; maxPayload overrides both', async () => {
+    await using plain = await startNats();
+    expect(await varz(plain.node.monitorUrl)).toMatchObject({ max_payload: DEFAULT_MAX_PAYLOAD, max_pending: 64 * MiB });
+    expect(DEFAULT_MAX_PAYLOAD).toBe(8 * MiB);
+    await using small = await startNats({ maxPayload: MiB });
+    expect(await varz(small.node.monitorUrl)).toMatchObject({ max_payload: MiB, max_pending: 64 * MiB });
+    await using large = await startNats({ maxPayload: 32 * MiB });
+    expect(await varz(large.node.monitorUrl)).toMatchObject({ max_payload: 32 * MiB, max_pending: 128 * MiB });
+  });
+
+  it('nats config - compose-node.conf forms a 3-node JetStream cluster named spate that keeps an R3 stream', async () => {
+    const dir = tempDir();
+    // The compose files, as compose mounts them; each node's file includes compose-node.conf and
+    // moves the client and monitoring ports to free loopback ones and the store out of /data (the
+    // jetstream block there holds nothing else). The cluster's listen address and routes come from
+    // flags: the compose hostnames nats-1..3 resolve only there.
+    for (const f of ['base.conf', 'compose-node.conf']) copyFileSync(repoPath(`deploy/nats/${f}`), join(dir, f));
+    const nodes = await Promise.all(
+      [1, 2, 3].map(async (i) => ({ i, port: await freePort(), monitor: await freePort(), route: await freePort() })),
+    );
+    for (const n of nodes) {
+      const file = join(dir, `nats-${n.i}.conf`);
+      const store = join(dir, `store-${n.i}`);
+      writeFileSync(
+        file,
+        `include "compose-node.conf"\nlisten: "127.0.0.1:${n.port}"\nhttp: "127.0.0.1:${n.monitor}"\njetstream { store_dir: ${JSON.stringify(store)} }\n`,
+      );
+      const routes = nodes.filter((o) => o !== n).map((o) => `nats-route://127.0.0.1:${o.route}`).join(',');
+      startServer(['-c', file, '--cluster', `nats://127.0.0.1:${n.route}`, '--routes', routes], { NATS_SERVER_NAME: `nats-${n.i}` }, join(dir, `nats-${n.i}.log`));
+    }
+    const monitors = nodes.map((n) => `http://127.0.0.1:${n.monitor}`);
+    await Promise.all(monitors.map(healthy));
+    await waitForJetStreamLeader(monitors);
+
+    const first = await varz(monitors[0]!);
+    expect(first).toMatchObject({ server_name: 'nats-1', max_payload: 8 * MiB, max_pending: 64 * MiB });
+    expect((first.cluster as { name?: string }).name).toBe('spate');
+
+    const nc = await connectNats(nodes.map((n) => `nats://127.0.0.1:${n.port}`).join(','), 'deploy-test');
+    cleanups.push(() => nc.close());
+    const jsm = await jetstreamManager(nc);
+    const info = await jsm.streams.add({ name: 'R3CHECK', subjects: ['r3check.>'], num_replicas: 3 });
+    expect(info.config.num_replicas).toBe(3);
+    await jetstream(nc).publish('r3check.1', 'x');
+    await waitFor('stream replicated to all three nodes', async () => {
+      const s = await jsm.streams.info('R3CHECK');
+      return s.cluster?.leader !== undefined && (s.cluster.replicas ?? []).filter((r) => r.current).length === 2;
+    });
+  });
+
+  it('nats config - the Helm values include base.conf from where the ConfigMap spate-nats-base is mounted', async () => {
+    const values = parseYaml('deploy/k8s/nats-values.yaml') as {
+      config: { merge: Record<string, string>; cluster: { enabled: boolean; replicas: number }; jetstream: { enabled: boolean; fileStore: { enabled: boolean; pvc: { enabled: boolean } }; memoryStore: { enabled: boolean } } };
+      container: { image: { repository: string; tag: string }; patch: { op: string; path: string; value: { name: string; mountPath: string } }[] };
+      podTemplate: { patch: { op: string; path: string; value: { name: string; configMap: { name: string } } }[] };
+    };
+    const include = values.config.merge['$include'];
+    expect(include).toBeDefined();
+    const mount = values.container.patch.find((p) => p.path === '/volumeMounts/-')?.value;
+    const volume = values.podTemplate.patch.find((p) => p.path === '/spec/volumes/-')?.value;
+    expect(mount?.name).toBe(volume?.name);
+    // The chart writes its config to /etc/nats-config/nats.conf; includes are relative to it.
+    expect(posix.join('/etc/nats-config', include!)).toBe(posix.join(mount!.mountPath, 'base.conf'));
+
+    const kustomization = parseYaml('deploy/nats/kustomization.yaml') as {
+      configMapGenerator: { name: string; files: string[]; options: { disableNameSuffixHash: boolean } }[];
+    };
+    const generated = kustomization.configMapGenerator.find((g) => g.name === volume?.configMap.name);
+    expect(generated?.files).toContain('base.conf');
+    expect(generated?.options.disableNameSuffixHash).toBe(true);
+
+    // The shape of what the chart renders (server name, ports, cluster, JetStream with no memory
+    // store), with the include where the values put it, parses with the real server.
+    const root = tempDir();
+    mkdirSync(join(root, 'etc/nats-config'), { recursive: true });
+    mkdirSync(join(root, mount!.mountPath.replace(/^\//, '')), { recursive: true });
+    copyFileSync(repoPath('deploy/nats/base.conf'), join(root, mount!.mountPath.replace(/^\//, ''), 'base.conf'));
+    writeFileSync(
+      join(root, 'etc/nats-config/nats.conf'),
+      [
+        `include ${include};`,
+        'server_name: nats-0',
+        'port: 4222',
+        'http_port: 8222',
+        'cluster { name: nats, port: 6222, no_advertise: true, routes: [nats://nats-0.nats-headless:6222, nats://nats-1.nats-headless:6222, nats://nats-2.nats-headless:6222] }',
+        'jetstream { max_memory_store: 0, store_dir: /data, max_file_store: 50GB }',
+        '',
+      ].join('\n'),
+    );
+    expect(await checkConfig(join(root, 'etc/nats-config/nats.conf'))).toMatchObject({ ok: true });
+
+    expect(values.config.cluster).toMatchObject({ enabled: true, replicas: 3 });
+    expect(values.config.jetstream).toMatchObject({ enabled: true, fileStore: { enabled: true, pvc: { enabled: true } }, memoryStore: { enabled: false } });
+    // The server version the suite runs against is the one the chart runs.
+    expect(values.container.image).toMatchObject({ repository: 'nats', tag: `${localNatsVersion()}-alpine` });
+  });
+
+  it('nats config - without JetStream memory storage (as the Helm values run it) ordered consumers and KV watches work', async () => {
+    const dir = tempDir();
+    copyFileSync(repoPath('deploy/nats/base.conf'), join(dir, 'base.conf'));
+    const port = await freePort();
+    const monitor = await freePort();
+    const file = join(dir, 'node.conf');
+    writeFileSync(
+      file,
+      `include "base.conf"\nlisten: "127.0.0.1:${port}"\nhttp: "127.0.0.1:${monitor}"\njetstream { store_dir: ${JSON.stringify(dir)}, max_memory_store: 0 }\n`,
+    );
+    startServer(['-c', file], {}, join(dir, 'nats.log'));
+    await healthy(`http://127.0.0.1:${monitor}`);
+    const nc = await connectNats(`nats://127.0.0.1:${port}`, 'deploy-test');
+    cleanups.push(() => nc.close());
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'EVENTS', subjects: ['events.>'] });
+    await jetstream(nc).publish('events.1.0', 'hello');
+    // Workers read each shard with an ordered consumer (one filter subject).
+    const consumer = await jetstream(nc).consumers.get('EVENTS', { filter_subjects: 'events.*.0' });
+    expect((await consumer.next({ expires: 5_000 }))?.string()).toBe('hello');
+    // Ingest nodes watch the spate-projects bucket.
+    const kv = await new Kvm(nc).create('spate-projects', { history: 1 });
+    await kv.put('phc_key', '{"projectId":1}');
+    const watch = await kv.watch();
+    for await (const entry of watch) {
+      expect(entry.key).toBe('phc_key');
+      break;
+    }
+    expect(readRepoFile('deploy/k8s/nats-values.yaml')).toContain('memoryStore:');
+  });
+});
