@@ -35,7 +35,7 @@ function uuid(label: string): string {
   const n = (sequence++).toString(16).padStart(12, '0');
   const tag = Buffer.from(label.padEnd(4, '_').slice(0, 4)).toString('hex');
   const id = `${tag}-0000-4000-8000-${n}`;
-  if (!isUuid(id)) throw new Error(`not a uuid: ${id}`);
+  if (!isUuid(id)) throw new Error(`not a uuid: ${String(id)}`);
   return id;
 }
 
