@@ -162,6 +162,14 @@ async function keyCommand(args: string[], io: CliIo): Promise<void> {
   io.out(key);
 }
 
+function kvReplicasFrom(env: NodeJS.ProcessEnv): number {
+  const raw = env.PROJECTS_KV_REPLICAS;
+  if (raw === undefined || raw === '') return 1;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`PROJECTS_KV_REPLICAS must be a positive integer (got ${JSON.stringify(raw)})`);
+  return n;
+}
+
 async function bootstrapCommand(args: string[], io: CliIo): Promise<void> {
   const { values } = parseArgs({ args, options: { email: { type: 'string' } }, strict: true });
   const email = values.email === undefined ? undefined : requireEmail(values.email);
@@ -171,6 +179,8 @@ async function bootstrapCommand(args: string[], io: CliIo): Promise<void> {
     databaseUrl,
     dataDir: dir,
     natsUrl: natsUrlFrom(io.env),
+    // On a 3-node cluster the project key bucket must be created at R3 if bootstrap creates it.
+    kvReplicas: kvReplicasFrom(io.env),
     email,
     // stdout carries the result only (JSON for scripts); failures surface as thrown errors.
     logger: createLogger('spate-admin', 'silent'),

@@ -42,7 +42,7 @@ const LOGGER_SETTINGS = ['LOG_LEVEL'];
  * What `spate admin …` reads: DATABASE_URL and NATS_URL (admin/cli.ts, databaseUrlFrom and
  * natsUrlFrom), SPATE_DATA_DIR (lib/cluster-file.ts, dataDir).
  */
-export const CLI_SETTINGS = ['DATABASE_URL', 'NATS_URL', 'SPATE_DATA_DIR'];
+export const CLI_SETTINGS = ['DATABASE_URL', 'NATS_URL', 'SPATE_DATA_DIR', 'PROJECTS_KV_REPLICAS'];
 
 export type DeployableName = 'ingest' | 'admin' | 'workers' | 'cli';
 

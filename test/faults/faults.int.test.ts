@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readClusterFile, type ClusterFile } from '../../lib/index.js';
 import { waitFor } from '../kit/index.js';
@@ -57,11 +58,24 @@ async function ok(url: string): Promise<boolean> {
   return res?.ok === true;
 }
 
-/** Every process alive and every readiness check passing. */
+async function postgresAnswers(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Every process alive and every readiness check passing, PostgreSQL answering queries. */
 async function healthy(): Promise<boolean> {
   const c = clusterFile();
   if (!c.processes!.every((p) => alive(p.pid))) return false;
-  const checks = [ok(`${c.captureUrl}/_ready`), ok(`${c.adminUrl}/_health`)];
+  const checks = [ok(`${c.captureUrl}/_ready`), ok(`${c.adminUrl}/_health`), postgresAnswers(c.databaseUrl!)];
   for (const p of c.processes!) {
     if (p.role === 'worker') checks.push(ok(`http://127.0.0.1:${p.metricsPort as number}/_ready`));
     if (p.role === 'nats') checks.push(ok(`http://127.0.0.1:${p.monitorPort as number}/healthz`));
@@ -133,13 +147,28 @@ describe('fault survival', () => {
       launcher.kill('SIGTERM');
       await new Promise((r) => launcher.once('exit', r));
     }
-    const rows = outcomes.map((o) =>
-      [o.scenario.padEnd(34), o.sent, o.acknowledged, o.processed, o.duplicates, o.lost, `${(o.healthyAfterMs / 1000).toFixed(1)} s`, `${(o.caughtUpAfterMs / 1000).toFixed(1)} s`]
-        .map((v) => String(v).padStart(8))
-        .join(' | '),
-    );
+    const header = ['scenario', 'sent', 'acknowledged', 'processed', 'duplicates', 'lost', 'healthy after', 'caught up after'];
+    const rows = outcomes.map((o) => [
+      o.scenario,
+      String(o.sent),
+      String(o.acknowledged),
+      String(o.processed),
+      String(o.duplicates),
+      String(o.lost),
+      `${(o.healthyAfterMs / 1000).toFixed(1)} s`,
+      `${(o.caughtUpAfterMs / 1000).toFixed(1)} s`,
+    ]);
+    const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+    const line = (cells: string[]) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ')} |`;
     console.log(
-      ['', 'fault survival (npm start -- --nats-nodes 3 --ingest 2 --workers 2):', `${'scenario'.padEnd(42)} |     sent |    acked | processed | dups |  lost | healthy after | caught up after`, ...rows, ''].join('\n'),
+      [
+        '',
+        'fault survival (npm start -- --nats-nodes 3 --ingest 2 --workers 2; times from the fault):',
+        line(header),
+        `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`,
+        ...rows.map(line),
+        '',
+      ].join('\n'),
     );
     rmSync(dataDir, { recursive: true, force: true });
   });
