@@ -6,6 +6,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import {
   connectNats,
+  watchNatsConnection,
   createLogger,
   createMetricsRegistry,
   ensurePipelineStreams,
@@ -79,6 +80,8 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
     if (!deps.pool) cleanups.push(() => pool.end());
 
     const nc = deps.nats ?? (await connectNats(config.natsUrl, 'spate-admin'));
+    let natsConnected = true;
+    watchNatsConnection(nc, (connected) => (natsConnected = connected));
     if (!deps.nats) cleanups.push(() => nc.drain());
 
     await ensurePipelineStreams(await jetstreamManager(nc), {
@@ -132,7 +135,15 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
       domainVerifier: new DomainVerifier({ servers: config.dnsResolver, timeoutMs: config.dnsTimeout }),
       inviteMailer,
     };
-    const app = buildApp({ routes: apiRoutes, services, metrics, version: API_VERSION });
+    // Ready = the two dependencies answer: a replica that lost either is taken out of rotation.
+    const readiness = async () => ({
+      nats: !nc.isClosed() && natsConnected,
+      postgres: await pool.query('select 1').then(
+        () => true,
+        () => false,
+      ),
+    });
+    const app = buildApp({ routes: apiRoutes, services, metrics, version: API_VERSION, readiness });
     cleanups.push(() => app.close());
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();

@@ -8,8 +8,8 @@ import {
   ensureClusterSettings,
   ensureStreams,
   streamsPresent,
+  watchNatsConnection,
   type Logger,
-  type NatsConnection,
 } from '../lib/index.js';
 import { CAPTURE_ROUTES, handleCapture, hotMetrics, InflightBudget, type CaptureDeps } from './capture-route.js';
 import type { IngestConfig } from './config.js';
@@ -87,7 +87,9 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   };
   const streamCheck = setInterval(checkStreams, 5_000);
   streamCheck.unref();
-  void watchConnection(nc, log, (connected) => {
+  watchNatsConnection(nc, (connected, server) => {
+    if (connected) log.info({ server }, 'NATS reconnected');
+    else log.warn({ server }, 'NATS disconnected; capture answers 503 until it is back');
     natsConnected = connected;
     publisher.setConnected(connected);
     if (connected) checkStreams();
@@ -158,21 +160,6 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     })());
 
   return { url, port, metrics, isReady, stop };
-}
-
-async function watchConnection(nc: NatsConnection, log: Logger, onChange: (connected: boolean) => void): Promise<void> {
-  for await (const status of nc.status()) {
-    switch (status.type) {
-      case 'disconnect':
-        log.warn({ server: status.server }, 'NATS disconnected; capture answers 503 until it is back');
-        onChange(false);
-        break;
-      case 'reconnect':
-        log.info({ server: status.server }, 'NATS reconnected');
-        onChange(true);
-        break;
-    }
-  }
 }
 
 function waitForIdle(inflight: CaptureDeps['inflight'], timeoutMs: number): Promise<void> {

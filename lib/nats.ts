@@ -16,3 +16,16 @@ export async function connectNats(servers: string, name: string): Promise<NatsCo
     maxPingOut: 2,
   });
 }
+
+/**
+ * Calls `onChange(false)` when the connection drops and `onChange(true)` when it is back, until
+ * the connection closes. For readiness checks and fail-fast paths.
+ */
+export function watchNatsConnection(nc: NatsConnection, onChange: (connected: boolean, server: string) => void): void {
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (status.type === 'disconnect') onChange(false, status.server);
+      else if (status.type === 'reconnect') onChange(true, status.server);
+    }
+  })();
+}

@@ -72,8 +72,7 @@ export const DEPLOYABLES: Record<DeployableName, Deployable> = {
     settings: new Set(Object.values(adminConfigDefinition).map((s) => s.env)),
     definition: adminConfigDefinition,
     port: { setting: 'ADMIN_PORT', default: defaultOf(adminConfigDefinition, 'ADMIN_PORT') },
-    // The admin server listens only once it is ready, and has no /_ready.
-    health: { live: '/_health', ready: '/_health' },
+    health: { live: '/_health', ready: '/_ready' },
   },
   workers: {
     name: 'workers',

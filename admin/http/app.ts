@@ -17,6 +17,8 @@ export interface AppOptions {
   services: Services;
   metrics: Registry;
   version: string;
+  /** Readiness checks by name (e.g. NATS connected, PostgreSQL answering) for GET /_ready. */
+  readiness?: () => Promise<Record<string, boolean>>;
 }
 
 /** Fastify's own errors that are the client's doing, as our codes. */
@@ -140,6 +142,12 @@ export function buildApp(options: AppOptions) {
 
   addPath('/_health', 'GET');
   app.get('/_health', () => Promise.resolve({ status: 'ok' }));
+  addPath('/_ready', 'GET');
+  app.get('/_ready', async (_request, reply) => {
+    const checks = options.readiness ? await options.readiness() : {};
+    const ready = Object.values(checks).every(Boolean);
+    return reply.code(ready ? 200 : 503).send({ ready, checks });
+  });
   addPath('/metrics', 'GET');
   app.get('/metrics', async (_request, reply) => reply.type(options.metrics.contentType).send(await options.metrics.metrics()));
 
