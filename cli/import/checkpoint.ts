@@ -16,11 +16,28 @@ import { open, rename, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 
+const verifiedSchema = z.object({
+  /** Records 1..records (positions up to `position`) hash to sha256. */
+  records: z.number().int().min(1),
+  position: z.number().int().min(1),
+  sha256: z.string(),
+});
+
 const fileProgressSchema = z.object({
-  /** The name given on the command line (for messages; the identity is what matches). */
+  /** Absolute path; for stdin `-`, told apart by `head`. */
   file: z.string(),
-  /** SHA-256 (hex) of the first MiB of the file's decompressed content. */
+  /**
+   * SHA-256 (hex) of the first MiB of decompressed content when the import began. Event uuids
+   * derive from it, so it stays fixed while the file is fixed up and resumed.
+   */
   identity: z.string().regex(/^[0-9a-f]{64}$/),
+  /** SHA-256 of the first MiB as last read (differs from identity after an edit in the first MiB). */
+  head: z.string().regex(/^[0-9a-f]{64}$/),
+  /**
+   * A hash of the records the watermarks cover for sure (up to the lowest watermark): checked on
+   * resume, so a file replaced or edited before that point is refused instead of skipped wrongly.
+   */
+  verified: verifiedSchema.nullable(),
   /** First 16 hex digits of SHA-256 of the project API key. */
   project: z.string(),
   format: z.enum(['ndjson', 'array']),
@@ -38,6 +55,7 @@ const checkpointSchema = z.object({
 });
 
 export type FileProgress = z.infer<typeof fileProgressSchema>;
+export type VerifiedPrefix = z.infer<typeof verifiedSchema>;
 
 export class CheckpointError extends Error {
   override name = 'CheckpointError';
@@ -88,15 +106,24 @@ export class Checkpoint {
     }
   }
 
-  find(project: string, identity: string): FileProgress | undefined {
-    return this.files.find((f) => f.project === project && f.identity === identity);
+  /** A file's progress: by path, or for stdin by the hash of its first MiB. */
+  find(project: string, file: string, head: string): FileProgress | undefined {
+    return this.files.find((f) => f.project === project && f.file === file && (file !== '-' || f.head === head));
   }
 
-  /** Starts (or, with `restart`, restarts) a file's progress. */
-  begin(progress: Omit<FileProgress, 'updatedAt' | 'watermarks' | 'acknowledged' | 'complete'>): FileProgress {
-    const existing = this.find(progress.project, progress.identity);
+  /** Starts a file's progress afresh (replacing what was recorded for it). */
+  begin(progress: Omit<FileProgress, 'updatedAt' | 'watermarks' | 'acknowledged' | 'complete' | 'identity' | 'verified'>): FileProgress {
+    const existing = this.find(progress.project, progress.file, progress.head);
     if (existing) this.files.splice(this.files.indexOf(existing), 1);
-    const fresh: FileProgress = { ...progress, watermarks: Array<number>(progress.lanes).fill(0), acknowledged: 0, complete: false, updatedAt: new Date().toISOString() };
+    const fresh: FileProgress = {
+      ...progress,
+      identity: progress.head,
+      verified: null,
+      watermarks: Array<number>(progress.lanes).fill(0),
+      acknowledged: 0,
+      complete: false,
+      updatedAt: new Date().toISOString(),
+    };
     this.files.push(fresh);
     return fresh;
   }
@@ -179,7 +206,7 @@ function acquireLock(path: string): void {
     } catch {
       continue; // removed meanwhile: try again
     }
-    if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && pidAlive(holder)) {
+    if (Number.isInteger(holder) && holder > 0 && pidAlive(holder)) {
       throw new CheckpointError(`another import (pid ${holder}) is using ${path}; wait for it, or pass another --checkpoint`);
     }
     // Left by a process that died (crash, kill -9): take it over.

@@ -38,7 +38,7 @@ const MAX_BODY = 20 * 1024 * 1024;
 
 export interface ImportIo {
   out: (line: string) => void;
-  err: NodeJS.WriteStream;
+  err: NodeJS.WritableStream;
   env: Readonly<Record<string, string | undefined>>;
   stdin: Readable;
   /** Whether stderr is a terminal (progress bar). */

@@ -11,12 +11,14 @@
 // acknowledged is ever sent twice.
 import { createHash } from 'node:crypto';
 import { createWriteStream, type WriteStream } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { batchHead, bodySize, buildBody, withUuid, type BatchItem } from './batch.js';
 import { Checkpoint, type FileProgress } from './checkpoint.js';
 import { eventUuidFactory } from './event-uuid.js';
 import { Lane, laneOf } from './lanes.js';
+import { PrefixHasher } from './prefix-hash.js';
 import { InputFormatError, recordSplitter, type InputFormat, type RawRecord } from './records.js';
 import { backoffMs, postBatch, type SendOutcome } from './sender.js';
 import { openSource, type InputSource } from './source.js';
@@ -197,32 +199,38 @@ export class Importer {
     const report: FileReport = { file: name, format: source.format, gzip: source.gzip, outcome: 'partial', sent: 0, skipped: 0, invalid: 0, acknowledgedTotal: 0, lanes: 0 };
     try {
       const project = projectHash(this.options.apiKey);
-      let progress = this.options.restart ? undefined : checkpoint.find(project, source.identity);
-      if (!progress && !this.options.restart && name !== '-') {
-        const changed = checkpoint.files.find((f) => f.project === project && f.file === name && !f.complete && f.identity !== source.identity);
-        if (changed) {
+      const file = name === '-' ? '-' : resolvePath(name);
+      const head = source.identity;
+      let progress = this.options.restart ? undefined : checkpoint.find(project, file, head);
+      if (progress?.complete) {
+        if (progress.head === head) {
+          report.outcome = 'already-imported';
+          report.acknowledgedTotal = progress.acknowledged;
+          report.lanes = progress.lanes;
+          this.observer.note?.(`${name}: already imported (${progress.acknowledged} events); --restart sends it again`);
+          return report;
+        }
+        progress = undefined; // another file at the same path: a new import
+      } else if (progress && progress.head !== head && progress.verified === null) {
+        // Changed in its first MiB, and nothing recorded to tell an edit from another file.
+        if (progress.acknowledged > 0) {
           throw new Error(
-            `${name} is not the file that was partly imported under that name (checkpoint ${checkpoint.path}): its first MiB changed. ` +
-              'Pass --restart to import it from the start as a new file.',
+            `${name} changed since it was partly imported (checkpoint ${checkpoint.path}) and what was sent cannot be verified. ` +
+              'Pass --restart to import it from the start.',
           );
         }
-      }
-      if (progress?.complete) {
-        report.outcome = 'already-imported';
-        report.acknowledgedTotal = progress.acknowledged;
-        report.lanes = progress.lanes;
-        this.observer.note?.(`${name}: already imported (${progress.acknowledged} events); --restart sends it again`);
-        return report;
+        progress = undefined;
       }
       if (source.format === undefined) {
         report.outcome = 'empty';
         this.observer.note?.(`${name}: empty, nothing to import`);
         return report;
       }
-      progress ??= checkpoint.begin({ file: name, identity: source.identity, project, format: source.format, lanes: this.options.lanes });
+      progress ??= checkpoint.begin({ file, head, project, format: source.format, lanes: this.options.lanes });
+      progress.head = head;
       await checkpoint.save();
       report.lanes = progress.lanes;
-      await this.readFile(source, source.format, progress, report);
+      await this.readFile(source, progress.format, progress, report);
       report.acknowledgedTotal = progress.acknowledged;
       if (!this.stopMode) {
         progress.complete = true;
@@ -242,14 +250,30 @@ export class Importer {
     stats.rawBytesRead = () => source.rawBytesRead();
     const { batchBytes } = this.options;
     const fits = (count: number, bytes: number) => bodySize(this.head, count, bytes) <= batchBytes;
-    this.lanes = progress.watermarks.map((_, i) => new Lane(i, 1, fits, (items) => this.deliver(source.name, progress, i, items, report)));
+    const prefix = new PrefixHasher(progress.verified);
+    this.lanes = progress.watermarks.map((_, i) => new Lane(i, 1, fits, (items) => this.deliver(source.name, progress, prefix, i, items, report)));
     const lanes = this.lanes;
     const uuidOf = eventUuidFactory(source.identity);
     const minWatermark = Math.min(...progress.watermarks);
     this.observer.fileStarted?.({ file: source.name, size: source.size, gzip: source.gzip, format, lanes: lanes.length, resumedFrom: progress.acknowledged });
 
+    const changed = (line: number) =>
+      this.fail(
+        {
+          message:
+            `${source.name} changed before line ${line} since it was partly imported (checkpoint ${this.options.checkpointPath}); ` +
+            'resuming would skip records that were never sent. Pass --restart to import it from the start.',
+          file: source.name,
+          line,
+        },
+        'halt',
+      );
     const handle = (rec: RawRecord): Promise<void> | undefined => {
       stats.read++;
+      if (!prefix.add(rec.position, rec.bytes)) {
+        changed(rec.line);
+        return undefined;
+      }
       if (rec.position <= minWatermark) {
         stats.skipped++;
         report.skipped++;
@@ -302,6 +326,7 @@ export class Importer {
       const line = err instanceof InputFormatError ? err.line : undefined;
       this.fail({ message: `${source.name}${line ? `:${line}` : ''}: ${(err as Error).message}`, file: source.name, line }, 'drain');
     }
+    if (!this.stopMode && prefix.pending) changed(Number.MAX_SAFE_INTEGER);
     // Send what the lanes hold (unless halted), then wait for everything in flight.
     for (const lane of lanes) {
       const wait = lane.seal();
@@ -324,8 +349,8 @@ export class Importer {
   }
 
   /** Sends one lane's batch until it is acknowledged, refused, or the import stops. */
-  private async deliver(file: string, progress: FileProgress, lane: number, items: BatchItem[], report: FileReport): Promise<void> {
-    let outcome: SendOutcome | { kind: 'stopped' };
+  private async deliver(file: string, progress: FileProgress, prefix: PrefixHasher, lane: number, items: BatchItem[], report: FileReport): Promise<void> {
+    let outcome: SendOutcome | { kind: 'stopped' } | { kind: 'gave-up'; reason: string };
     try {
       outcome = await this.send(items);
     } catch (err) {
@@ -334,12 +359,15 @@ export class Importer {
     }
     switch (outcome.kind) {
       case 'ok':
-        this.acknowledge(progress, lane, items, true, report);
+        this.acknowledge(progress, prefix, lane, items, true, report);
         return;
       case 'stopped':
         return;
       case 'fatal':
         this.fail({ message: `capture refused a batch (${file}, lines ${items[0]!.line}–${items.at(-1)!.line}): ${outcome.reason}`, file }, 'halt');
+        return;
+      case 'gave-up':
+        this.fail({ message: `gave up on a batch (${file}, lines ${items[0]!.line}–${items.at(-1)!.line}): ${outcome.reason}`, file }, 'halt');
         return;
       case 'retry':
         // send() turns exhausted retries into 'fatal'; unreachable.
@@ -348,20 +376,20 @@ export class Importer {
         if (items.length > 1) {
           // Halves, in order, so per-distinct_id order holds; repeats until the culprit is alone.
           const mid = items.length >> 1;
-          await this.deliver(file, progress, lane, items.slice(0, mid), report);
+          await this.deliver(file, progress, prefix, lane, items.slice(0, mid), report);
           if (this.stopMode === 'halt' || this.stopMode === 'abort') return;
-          await this.deliver(file, progress, lane, items.slice(mid), report);
+          await this.deliver(file, progress, prefix, lane, items.slice(mid), report);
           return;
         }
         const item = items[0]!;
         this.invalidRecord(file, item.line, `capture refused it: ${outcome.reason}`, item.bytes.toString('utf8'), report, 'halt');
-        if (this.options.invalid === 'skip') this.acknowledge(progress, lane, items, false, report);
+        if (this.options.invalid === 'skip') this.acknowledge(progress, prefix, lane, items, false, report);
         return;
       }
     }
   }
 
-  private async send(items: BatchItem[]): Promise<SendOutcome | { kind: 'stopped' }> {
+  private async send(items: BatchItem[]): Promise<SendOutcome | { kind: 'stopped' } | { kind: 'gave-up'; reason: string }> {
     const body = buildBody(this.head, items);
     let failingSince: number | undefined;
     for (let attempt = 1; ; attempt++) {
@@ -382,7 +410,7 @@ export class Importer {
       if (this.haltController.signal.aborted) return { kind: 'stopped' };
       failingSince ??= performance.now();
       if (performance.now() - failingSince > this.options.retryForMs) {
-        return { kind: 'fatal', reason: `still failing after ${Math.round(this.options.retryForMs / 1000)}s of retries: ${outcome.reason}` };
+        return { kind: 'gave-up', reason: `still failing after ${Math.round(this.options.retryForMs / 1000)}s of retries: ${outcome.reason}` };
       }
       const delayMs = backoffMs(attempt, outcome.retryAfterMs);
       this.stats.retries++;
@@ -391,9 +419,10 @@ export class Importer {
     }
   }
 
-  private acknowledge(progress: FileProgress, lane: number, items: BatchItem[], sent: boolean, report: FileReport): void {
+  private acknowledge(progress: FileProgress, prefix: PrefixHasher, lane: number, items: BatchItem[], sent: boolean, report: FileReport): void {
     // Items of a lane are in file order: everything of this lane up to the last one is done.
     progress.watermarks[lane] = items.at(-1)!.position;
+    progress.verified = prefix.coveredUpTo(Math.min(...progress.watermarks)) ?? progress.verified;
     if (sent) {
       progress.acknowledged += items.length;
       this.stats.sent += items.length;

@@ -40,7 +40,7 @@ function eta(stats: ImportStats, startedReading: number): string {
   return left >= 90 ? `${Math.round(left / 60)}m` : `${Math.round(left)}s`;
 }
 
-export function createProgress(mode: ProgressMode, stats: ImportStats, options: { stream?: NodeJS.WriteStream; intervalMs?: number } = {}): Progress {
+export function createProgress(mode: ProgressMode, stats: ImportStats, options: { stream?: NodeJS.WritableStream; intervalMs?: number } = {}): Progress {
   const stream = options.stream ?? process.stderr;
   const write = (line: string) => stream.write(`${line}\n`);
   const meter = new RateMeter();

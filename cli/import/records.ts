@@ -18,7 +18,7 @@ export interface RawRecord {
 }
 
 export interface RecordSplitter {
-  /** Records completed by this chunk (their `bytes` may point into the chunk). */
+  /** Records completed by this chunk (their `bytes` may point into the chunk). A UTF-8 BOM is the source's to strip. */
   push(chunk: Buffer): RawRecord[];
   /** Records left when the input ends; throws InputFormatError when the input is truncated. */
   end(): RawRecord[];
@@ -60,13 +60,8 @@ export function detectFormat(head: Buffer): InputFormat | undefined {
 export class NdjsonSplitter implements RecordSplitter {
   private carry: Buffer | undefined;
   private lineNo = 0;
-  private first = true;
 
   push(chunk: Buffer): RawRecord[] {
-    if (this.first && chunk.length > 0) {
-      this.first = false;
-      if (chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf) chunk = chunk.subarray(3);
-    }
     const out: RawRecord[] = [];
     let start = 0;
     let nl = chunk.indexOf(LF);
@@ -131,13 +126,8 @@ export class JsonArraySplitter implements RecordSplitter {
   private index = 0;
   private lineNo = 1;
   private elementLine = 1;
-  private first = true;
 
   push(chunk: Buffer): RawRecord[] {
-    if (this.first && chunk.length > 0) {
-      this.first = false;
-      if (chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf) chunk = chunk.subarray(3);
-    }
     const out: RawRecord[] = [];
     let elementStart = 0; // where the element in progress starts in this chunk
     for (let i = 0; i < chunk.length; i++) {

@@ -121,7 +121,9 @@ export async function openSource(name: string, stdin: Readable = process.stdin):
     destroy();
     throw new InputError(`cannot read ${name}${gzip ? ' (gzip)' : ''}: ${(err as Error).message}`, { cause: err });
   }
-  const headBuffer = Buffer.concat(head);
+  let headBuffer = Buffer.concat(head);
+  // A UTF-8 byte order mark is not content (editors on Windows add one).
+  if (headBuffer[0] === 0xef && headBuffer[1] === 0xbb && headBuffer[2] === 0xbf) headBuffer = headBuffer.subarray(3);
   const identity = createHash('sha256').update(headBuffer.subarray(0, IDENTITY_HEAD_BYTES)).digest('hex');
 
   return {
@@ -132,7 +134,7 @@ export async function openSource(name: string, stdin: Readable = process.stdin):
     format: detectFormat(headBuffer),
     rawBytesRead: () => rawBytes,
     async *chunks() {
-      yield* head;
+      if (headBuffer.length > 0) yield headBuffer;
       if (contentDone) return;
       try {
         for (;;) {
