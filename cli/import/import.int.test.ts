@@ -92,7 +92,7 @@ describe('spate import', () => {
       expect(isUuid(e.uuid)).toBe(true);
       expect(positionOfEventUuid(e.uuid)).toBe((e.properties.index as number) + 1); // NDJSON: line number
     }
-    expect(h.messages('historical').then((m) => m.every((x) => x.subject.startsWith('historical.7.')))).resolves.toBe(true);
+    await expect(h.messages('historical').then((m) => m.every((x) => x.subject.startsWith('historical.7.')))).resolves.toBe(true);
 
     await h.jsm.streams.purge('HISTORICAL');
     const second = await importCli([array, '--batch-size', '16KiB']);
