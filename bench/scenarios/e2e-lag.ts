@@ -11,6 +11,7 @@ import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import autocannon from 'autocannon';
 import hdr from 'hdr-histogram-js';
 import { parseNdjson, STREAMS, type NatsConnection, type ProcessedEvent } from '../../lib/index.js';
+import { runPaced } from '../lib/paced-load.js';
 import { benchEvent } from '../lib/payloads.js';
 
 /** Whether workers exist in this checkout (source, or built next to this file). */
@@ -96,16 +97,21 @@ export async function measureEndToEndLag(o: LagOptions): Promise<LagPoint[]> {
     phases.set(id, phase);
     const makeBody = bodyFactory(o.key, id, perRequest);
     o.log(`e2e lag ${rateEventsPerSec === undefined ? 'at maximum' : `at ${Math.round(fraction * 100)}% (${Math.round(rateEventsPerSec)} events/s)`}`);
-    const result = await autocannon({
-      url: o.captureUrl,
-      connections,
-      pipelining: 1,
-      duration: o.durationS,
-      overallRate: rateEventsPerSec === undefined ? undefined : Math.max(1, Math.round(rateEventsPerSec / perRequest)),
-      timeout: 60,
-      requests: [{ method: 'POST', path: '/batch/', headers: { 'content-type': 'application/json' }, setupRequest: (req) => ({ ...req, body: makeBody() }) }],
-    });
-    phase.sent = result['2xx'] * perRequest;
+    if (rateEventsPerSec === undefined) {
+      // As fast as capture takes them (closed loop).
+      const result = await autocannon({
+        url: o.captureUrl,
+        connections,
+        pipelining: 1,
+        duration: o.durationS,
+        timeout: 60,
+        requests: [{ method: 'POST', path: '/batch/', headers: { 'content-type': 'application/json' }, setupRequest: (req) => ({ ...req, body: makeBody() }) }],
+      });
+      phase.sent = result['2xx'] * perRequest;
+    } else {
+      const result = await runPaced({ url: o.captureUrl, path: '/batch/', body: makeBody, ratePerSec: Math.max(1, rateEventsPerSec / perRequest), durationS: o.durationS, connections });
+      phase.sent = result.ok * perRequest;
+    }
     const drainUntil = Date.now() + (o.drainTimeoutS ?? 60) * 1000;
     while (phase.processed < phase.sent && Date.now() < drainUntil) await new Promise((r) => setTimeout(r, 100));
     const h = phase.histogram;

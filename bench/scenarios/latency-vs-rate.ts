@@ -1,6 +1,7 @@
-// Scenario: latency percentiles at a constant offered rate (autocannon -R), at fractions of the
-// maximum measured in the same run — how an unsaturated node answers, not just how fast it can go.
-import { runLoad } from '../lib/load.js';
+// Scenario: latency percentiles at a constant offered rate (open loop, bench/lib/paced-load.ts),
+// at fractions of the maximum measured in the same run — how an unsaturated node answers, not
+// just how fast it can go.
+import { runPaced } from '../lib/paced-load.js';
 
 export interface RatePoint {
   /** Fraction of the measured maximum offered (0.25 = 25%). */
@@ -16,7 +17,9 @@ export interface RatePoint {
 }
 
 export async function latencyVsRate(o: {
+  /** Origin, e.g. http://127.0.0.1:8000. */
   url: string;
+  path: string;
   body: string;
   eventsPerRequest: number;
   connections: number;
@@ -29,8 +32,8 @@ export async function latencyVsRate(o: {
   for (const fraction of o.fractions) {
     const offered = Math.max(1, Math.round(o.maxReqPerSec * fraction));
     o.log(`latency at ${Math.round(fraction * 100)}% of max: ${offered} req/s offered`);
-    const r = await runLoad({ url: o.url, body: o.body, eventsPerRequest: o.eventsPerRequest, connections: o.connections, durationS: o.durationS, overallRate: offered });
-    points.push({ fraction, offeredReqPerSec: offered, achievedReqPerSec: r.reqPerSec, eventsPerSec: r.eventsPerSec, p50: r.p50, p90: r.p90, p99: r.p99, p999: r.p999, errors: r.errors + r.non2xx });
+    const r = await runPaced({ url: o.url, path: o.path, body: o.body, ratePerSec: offered, durationS: o.durationS, connections: o.connections });
+    points.push({ fraction, offeredReqPerSec: offered, achievedReqPerSec: r.achievedPerSec, eventsPerSec: r.achievedPerSec * o.eventsPerRequest, p50: r.p50, p90: r.p90, p99: r.p99, p999: r.p999, errors: r.errors });
   }
   return points;
 }
