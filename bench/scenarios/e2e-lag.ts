@@ -24,7 +24,9 @@ export interface LagPoint {
   /** Fraction of the measured maximum offered; 1 = as fast as capture takes them. */
   fraction: number;
   offeredEventsPerSec: number;
+  /** Events of requests answered 2xx while the load ran. */
   sentEvents: number;
+  /** Events processed (also from requests still in flight when the load stopped). */
   processedEvents: number;
   /** Processed events per second, from the first send until the last of them was processed. */
   processedPerSec: number;
@@ -112,8 +114,10 @@ export async function measureEndToEndLag(o: LagOptions): Promise<LagPoint[]> {
       const result = await runPaced({ url: o.captureUrl, path: '/batch/', body: makeBody, ratePerSec: Math.max(1, rateEventsPerSec / perRequest), durationS: o.durationS, connections });
       phase.sent = result.ok * perRequest;
     }
+    // Requests still in flight when the load stopped may be stored too: wait until everything
+    // acknowledged is processed and nothing more arrives for a second.
     const drainUntil = Date.now() + (o.drainTimeoutS ?? 60) * 1000;
-    while (phase.processed < phase.sent && Date.now() < drainUntil) await new Promise((r) => setTimeout(r, 100));
+    while (Date.now() < drainUntil && (phase.processed < phase.sent || Date.now() - phase.lastProcessedMs < 1000)) await new Promise((r) => setTimeout(r, 100));
     const h = phase.histogram;
     const seconds = Math.max(0.001, (phase.lastProcessedMs - phase.firstSentMs) / 1000);
     return {
