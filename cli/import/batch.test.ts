@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { batchHead, bodySize, buildBody, withUuid } from './batch.js';
+import { batchHead, bodySize, buildBody, itemSize } from './batch.js';
 
 describe('import batch', () => {
   it('import batch - builds a historical /batch/ body from records as they are, sized exactly', () => {
@@ -17,10 +17,16 @@ describe('import batch', () => {
     expect(body.length).toBe(bodySize(head, items.length, items.reduce((n, i) => n + i.bytes.length, 0)));
   });
 
-  it('import batch - splices a uuid in as the first key', () => {
+  it('import batch - splices a uuid in as the first key of records without one, and sizes it', () => {
+    const head = batchHead('k');
     const uuid = '00000000-0000-8000-8000-000000000001';
-    expect(JSON.parse(withUuid(Buffer.from('{"event":"a"}'), uuid).toString())).toEqual({ uuid, event: 'a' });
-    expect(JSON.parse(withUuid(Buffer.from('{\n  "event": "a"\n}'), uuid).toString())).toEqual({ uuid, event: 'a' });
-    expect(JSON.parse(withUuid(Buffer.from('{ }'), uuid).toString())).toEqual({ uuid });
+    const items = [
+      { position: 1, line: 1, bytes: Buffer.from('{"event":"a"}'), uuid },
+      { position: 2, line: 2, bytes: Buffer.from('{\n  "event": "é"\n}'), uuid },
+      { position: 3, line: 3, bytes: Buffer.from('{"event":"c","uuid":"x"}') },
+    ];
+    const body = buildBody(head, items);
+    expect(JSON.parse(body.toString()).batch).toEqual([{ uuid, event: 'a' }, { uuid, event: 'é' }, { event: 'c', uuid: 'x' }]);
+    expect(body.length).toBe(bodySize(head, items.length, items.reduce((n, i) => n + itemSize(i), 0)));
   });
 });

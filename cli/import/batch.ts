@@ -1,11 +1,21 @@
 // A /batch/ request body built from records' bytes as they are in the file (no re-serialising):
 // {"api_key":…,"historical_migration":true,"batch":[<record>,<record>,…]}. A record without a
-// uuid gets one spliced in front of its first key.
+// uuid gets one spliced in front of its first key while the body is written (one copy in all).
 
 export interface BatchItem {
   position: number;
   line: number;
+  /** The record: a JSON object with at least one key (validated). */
   bytes: Buffer;
+  /** A uuid to add as the record's first key. */
+  uuid?: string;
+}
+
+/** `"uuid":"<36 characters>",` — what splicing a uuid adds to a record. */
+const UUID_KEY_BYTES = '"uuid":"",'.length + 36;
+
+export function itemSize(item: BatchItem): number {
+  return item.bytes.length + (item.uuid === undefined ? 0 : UUID_KEY_BYTES);
 }
 
 const COMMA = Buffer.from(',');
@@ -21,20 +31,20 @@ export function bodySize(head: Buffer, count: number, itemBytes: number): number
 }
 
 export function buildBody(head: Buffer, items: readonly BatchItem[]): Buffer {
-  const parts: Buffer[] = [head];
+  let size = 0;
+  for (const item of items) size += itemSize(item);
+  const body = Buffer.allocUnsafe(bodySize(head, items.length, size));
+  let at = head.copy(body, 0);
   for (let i = 0; i < items.length; i++) {
-    if (i > 0) parts.push(COMMA);
-    parts.push(items[i]!.bytes);
+    const item = items[i]!;
+    if (i > 0) body[at++] = COMMA[0]!;
+    if (item.uuid === undefined) {
+      at += item.bytes.copy(body, at);
+    } else {
+      at += body.write(`{"uuid":"${item.uuid}",`, at, 'latin1');
+      at += item.bytes.copy(body, at, 1);
+    }
   }
-  parts.push(TAIL);
-  return Buffer.concat(parts);
-}
-
-/** The record (a JSON object starting with `{`) with `"uuid":"<uuid>",` as its first key. */
-export function withUuid(bytes: Buffer, uuid: string): Buffer {
-  const prefix = `{"uuid":"${uuid}"`;
-  // `{}` would need no comma, but a record without an event name never gets here.
-  const rest = bytes.subarray(1);
-  const needsComma = rest.length > 0 && !/^\s*\}/.test(rest.subarray(0, 16).toString('latin1'));
-  return Buffer.concat([Buffer.from(needsComma ? `${prefix},` : prefix), rest]);
+  at += TAIL.copy(body, at);
+  return body.subarray(0, at);
 }

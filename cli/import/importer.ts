@@ -14,7 +14,7 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { batchHead, bodySize, buildBody, withUuid, type BatchItem } from './batch.js';
+import { batchHead, bodySize, buildBody, type BatchItem } from './batch.js';
 import { Checkpoint, type FileProgress } from './checkpoint.js';
 import { eventUuidFactory } from './event-uuid.js';
 import { Lane, laneOf } from './lanes.js';
@@ -291,8 +291,7 @@ export class Importer {
         report.skipped++;
         return undefined;
       }
-      const bytes = checked.hasUuid ? rec.bytes : withUuid(rec.bytes, uuidOf(rec.position));
-      return lanes[lane]!.add({ position: rec.position, line: rec.line, bytes });
+      return lanes[lane]!.add({ position: rec.position, line: rec.line, bytes: rec.bytes, uuid: checked.hasUuid ? undefined : uuidOf(rec.position) });
     };
 
     // A slow input (stdin from another program) still gets its events sent: a lane with nothing

@@ -35,7 +35,7 @@ describe('import lanes', () => {
     releases.shift()!(); // [1,2] acknowledged → [3,4] goes out → room for [5,6]
     await new Promise((r) => setTimeout(r, 10));
     expect(resumed).toBe(true);
-    lane.seal();
+    void lane.seal();
     while (delivered.length < 4) {
       await new Promise((r) => setTimeout(r, 5));
       releases.shift()?.();
@@ -52,9 +52,9 @@ describe('import lanes', () => {
       await new Promise<void>((r) => (release = r));
       delivered.push(items.map((i) => i.position));
     });
-    lane.add(item(1));
-    lane.add(item(2)); // [1] out
-    lane.add(item(3)); // [2] queued
+    void lane.add(item(1));
+    void lane.add(item(2)); // [1] out
+    void lane.add(item(3)); // [2] queued
     const waiting = lane.add(item(4)); // [3] cannot be queued
     lane.halt();
     await waiting;

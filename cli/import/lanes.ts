@@ -5,7 +5,7 @@
 // Each lane holds an open batch being filled and at most `maxQueued` sealed ones; when those
 // are full the reader waits (backpressure bounds memory to lanes × (maxQueued + 2) batches).
 import { fnv1a32 } from '../../lib/index.js';
-import type { BatchItem } from './batch.js';
+import { itemSize, type BatchItem } from './batch.js';
 
 export function laneOf(distinctId: string, lanes: number): number {
   return fnv1a32(distinctId) % lanes;
@@ -33,7 +33,7 @@ export class Lane {
 
   /** Adds a record; returns a promise only when the reader must wait for room. */
   add(item: BatchItem): Promise<void> | undefined {
-    if (this.open.length > 0 && !this.fits(this.open.length + 1, this.openBytes + item.bytes.length)) {
+    if (this.open.length > 0 && !this.fits(this.open.length + 1, this.openBytes + itemSize(item))) {
       const wait = this.seal();
       if (wait) return wait.then(() => this.push(item));
     }
@@ -85,7 +85,7 @@ export class Lane {
   private push(item: BatchItem): void {
     if (this.open.length === 0) this.openedAt = performance.now();
     this.open.push(item);
-    this.openBytes += item.bytes.length;
+    this.openBytes += itemSize(item);
   }
 
   private kick(): void {
