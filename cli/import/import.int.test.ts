@@ -168,7 +168,10 @@ describe('spate import', () => {
     const resumed = await importCli([path, '--batch-size', '8KiB']);
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(resumed.result.files[0]).toMatchObject({ outcome: 'imported', sent: 150, skipped: 250, acknowledgedTotal: 400 });
-    expect(indexes(await historical())).toEqual(range(0, 400));
+    const events = await historical();
+    expect(indexes(events)).toEqual(range(0, 400));
+    // The fix changed the file's first MiB, yet its uuids still derive from the identity it began with.
+    expect(new Set(events.map((e) => e.uuid.slice(0, 23))).size).toBe(1);
   });
 
   it('import - a file changed before the point a partial import reached is refused unless --restart', async () => {
@@ -184,6 +187,15 @@ describe('spate import', () => {
     const restarted = await importCli([path, '--restart']);
     expect(restarted.code, restarted.stderr).toBe(0);
     expect(restarted.result.sent).toBe(61);
+  });
+
+  it('import - a missing input stops the run before anything is sent', async () => {
+    const path = join(dir, 'present.ndjson');
+    await writeEventsFile(path, { count: 10 });
+    const run = await importCli([path, join(dir, 'absent.ndjson')]);
+    expect(run.code).toBe(1);
+    expect(run.result.error?.message).toMatch(/cannot read .*absent.ndjson: no such file/);
+    expect(await h.totalMessages()).toBe(0);
   });
 
   it('import - an unknown project key stops the run at once with capture\'s reason', async () => {

@@ -10,7 +10,7 @@
 // same events a second time, which workers drop by uuid. Nothing the importer knew to be
 // acknowledged is ever sent twice.
 import { createHash } from 'node:crypto';
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { createWriteStream, existsSync, type WriteStream } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -97,7 +97,11 @@ export class ImportStats {
   file = '';
   fileSize: number | undefined = undefined;
   rawBytesRead: () => number = () => 0;
+  /** Records of the current file: read, and handled (acknowledged, skipped, invalid). */
   read = 0;
+  fileSent = 0;
+  fileSkipped = 0;
+  fileInvalid = 0;
   sent = 0;
   sentBytes = 0;
   skipped = 0;
@@ -147,6 +151,10 @@ export class Importer {
   async run(): Promise<ImportResult> {
     const files: FileReport[] = [];
     try {
+      // Every input must be there before the first is sent, so a typo does not stop a run halfway.
+      for (const name of this.options.files) {
+        if (name !== '-' && !existsSync(name)) throw new Error(`cannot read ${name}: no such file`);
+      }
       this.checkpoint = Checkpoint.open(this.options.checkpointPath);
       for (const name of this.options.files) {
         if (this.stopMode) break;
@@ -226,6 +234,10 @@ export class Importer {
         this.observer.note?.(`${name}: empty, nothing to import`);
         return report;
       }
+      if (progress && progress.lanes !== this.options.lanes) {
+        // Lanes are part of what the watermarks mean (checkpoint.ts): a file keeps the count it began with.
+        this.observer.note?.(`${name}: resuming with ${progress.lanes} requests in flight, as it began (--concurrency applies to new files)`);
+      }
       progress ??= checkpoint.begin({ file, head, project, format: source.format, lanes: this.options.lanes });
       progress.head = head;
       await checkpoint.save();
@@ -248,20 +260,26 @@ export class Importer {
     stats.file = source.name;
     stats.fileSize = source.size;
     stats.rawBytesRead = () => source.rawBytesRead();
+    stats.read = 0;
+    stats.fileSent = 0;
+    stats.fileSkipped = 0;
+    stats.fileInvalid = 0;
     const { batchBytes } = this.options;
     const fits = (count: number, bytes: number) => bodySize(this.head, count, bytes) <= batchBytes;
     const prefix = new PrefixHasher(progress.verified);
     this.lanes = progress.watermarks.map((_, i) => new Lane(i, 1, fits, (items) => this.deliver(source.name, progress, prefix, i, items, report)));
     const lanes = this.lanes;
-    const uuidOf = eventUuidFactory(source.identity);
+    // The identity recorded when the import began, not the current head: a file fixed up in its
+    // first MiB and resumed must give the records it resends the uuids they were first sent with.
+    const uuidOf = eventUuidFactory(progress.identity);
     const minWatermark = Math.min(...progress.watermarks);
     this.observer.fileStarted?.({ file: source.name, size: source.size, gzip: source.gzip, format, lanes: lanes.length, resumedFrom: progress.acknowledged });
 
-    const changed = (line: number) =>
+    const changed = (line: number | undefined) =>
       this.fail(
         {
           message:
-            `${source.name} changed before line ${line} since it was partly imported (checkpoint ${this.options.checkpointPath}); ` +
+            `${source.name} ${line === undefined ? 'is shorter than' : `changed before line ${line}`} since it was partly imported (checkpoint ${this.options.checkpointPath}); ` +
             'resuming would skip records that were never sent. Pass --restart to import it from the start.',
           file: source.name,
           line,
@@ -276,6 +294,7 @@ export class Importer {
       }
       if (rec.position <= minWatermark) {
         stats.skipped++;
+        stats.fileSkipped++;
         report.skipped++;
         return undefined;
       }
@@ -288,6 +307,7 @@ export class Importer {
       const lane = laneOf(checked.distinctId, lanes.length);
       if (rec.position <= progress.watermarks[lane]!) {
         stats.skipped++;
+        stats.fileSkipped++;
         report.skipped++;
         return undefined;
       }
@@ -325,7 +345,7 @@ export class Importer {
       const line = err instanceof InputFormatError ? err.line : undefined;
       this.fail({ message: `${source.name}${line ? `:${line}` : ''}: ${(err as Error).message}`, file: source.name, line }, 'drain');
     }
-    if (!this.stopMode && prefix.pending) changed(Number.MAX_SAFE_INTEGER);
+    if (!this.stopMode && prefix.pending) changed(undefined);
     // Send what the lanes hold (unless halted), then wait for everything in flight.
     for (const lane of lanes) {
       const wait = lane.seal();
@@ -338,6 +358,7 @@ export class Importer {
   private invalidRecord(file: string, line: number, reason: string, text: string, report: FileReport, mode: StopMode): void {
     const skipped = this.options.invalid === 'skip';
     this.stats.invalid++;
+    this.stats.fileInvalid++;
     report.invalid++;
     this.observer.invalid?.({ file, line, reason, skipped });
     if (this.options.rejectsPath) {
@@ -425,6 +446,7 @@ export class Importer {
     if (sent) {
       progress.acknowledged += items.length;
       this.stats.sent += items.length;
+      this.stats.fileSent += items.length;
       report.sent += items.length;
     }
     this.checkpoint!.save().catch((err: unknown) => this.fail({ message: (err as Error).message }, 'halt'));

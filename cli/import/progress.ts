@@ -31,9 +31,21 @@ class RateMeter {
   }
 }
 
+/**
+ * Share of the file done: bytes read, scaled by the share of records read that are handled
+ * (acknowledged, skipped or invalid) — reading runs ahead of sending by the batches in memory,
+ * and a small gzip file is read long before its events are sent.
+ */
+function doneFraction(stats: ImportStats): number {
+  if (!stats.fileSize) return 0;
+  const read = Math.min(1, stats.rawBytesRead() / stats.fileSize);
+  const handled = stats.read > 0 ? Math.min(1, (stats.fileSent + stats.fileSkipped + stats.fileInvalid) / stats.read) : 0;
+  return read * handled;
+}
+
 function eta(stats: ImportStats, startedReading: number): string {
   if (!stats.fileSize) return '?';
-  const done = stats.rawBytesRead() / stats.fileSize;
+  const done = doneFraction(stats);
   if (done <= 0) return '?';
   const elapsed = (performance.now() - startedReading) / 1000;
   const left = Math.max(0, elapsed / done - elapsed);
@@ -90,7 +102,7 @@ export function createProgress(mode: ProgressMode, stats: ImportStats, options: 
     const update = () => {
       if (!bar) return;
       const rate = meter.sample(stats.sent, stats.sentBytes);
-      bar.update(stats.fileSize ? Math.min(stats.rawBytesRead(), stats.fileSize) : 0, {
+      bar.update(stats.fileSize ? Math.round(doneFraction(stats) * stats.fileSize) : 0, {
         file: stats.file,
         sized: stats.fileSize ? 'yes' : 'no',
         events: n(stats.sent),
@@ -129,7 +141,7 @@ export function createProgress(mode: ProgressMode, stats: ImportStats, options: 
     const intervalMs = options.intervalMs ?? 5_000;
     const line = () => {
       const rate = meter.sample(stats.sent, stats.sentBytes);
-      const pct = stats.fileSize ? ` ${Math.floor((100 * Math.min(stats.rawBytesRead(), stats.fileSize)) / stats.fileSize)}%` : '';
+      const pct = stats.fileSize ? ` ${Math.floor(100 * doneFraction(stats))}%` : '';
       write(
         `import: ${stats.file}${pct} | ${n(stats.sent)} events sent | ${n(rate.eventsPerSec)} ev/s | ${mb(rate.mbPerSec * 1e6)} MB/s | ETA ${eta(stats, fileStarted)} | ` +
           `${n(stats.invalid)} invalid | ${n(stats.retries)} retries`,
