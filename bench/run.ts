@@ -154,8 +154,7 @@ async function main(): Promise<void> {
       ] as const) {
         await purge();
         log(`run ${run}/${runs}: historical import → ${series === SPATE ? 'Spate' : 'baseline'}`);
-        const seconds = quick && series === BASELINE ? 3 : importDurationS;
-        push(imports, series, await measureImport({ captureUrl: url, key: KEY, file: importFile, durationS: seconds, warmupS: 1, workDir: dir }));
+        push(imports, series, await measureImport({ captureUrl: url, key: KEY, file: importFile, durationS: importDurationS, warmupS: 1, workDir: dir }));
       }
     }
   }
