@@ -11,6 +11,7 @@ type Command = (args: string[]) => Promise<number>;
 
 const commands: Record<string, () => Promise<Command>> = {
   admin: async () => (await import('../admin/index.js')).runAdminCli,
+  import: async () => (await import('./import/index.js')).runImportCli,
 };
 
 async function main(argv: string[]): Promise<number> {

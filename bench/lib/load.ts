@@ -24,6 +24,7 @@ export interface LoadResult {
   p50: number;
   p90: number;
   p99: number;
+  p999: number;
   errors: number;
   non2xx: number;
 }
@@ -52,6 +53,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     p50: result.latency.p50,
     p90: result.latency.p90,
     p99: result.latency.p99,
+    p999: result.latency.p99_9,
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
   };

@@ -31,14 +31,25 @@ export function startNodeProcess(fromUrl: string, relative: string, env: NodeJS.
   };
 }
 
-/** Starts the trivial uWS ceiling and resolves with its URL. */
-export async function startTrivialUws(): Promise<BenchProcess & { url: string }> {
+/** Starts a server of ours that prints {"port"} on stdout when listening; resolves with its URL. */
+async function startPortPrinter(name: string, relative: string, env: NodeJS.ProcessEnv): Promise<BenchProcess & { url: string }> {
   let port = 0;
-  const p = startNodeProcess(import.meta.url, '../ceilings/trivial-uws', {}, (line) => {
+  const p = startNodeProcess(import.meta.url, relative, env, (line) => {
     port = (JSON.parse(line) as { port: number }).port;
   });
-  await waitFor('trivial uWS server', () => port > 0);
+  await waitFor(name, () => port > 0 || p.child.exitCode !== null, 30_000);
+  if (port === 0) throw new Error(`${name} exited before listening`);
   return { ...p, url: `http://127.0.0.1:${port}` };
+}
+
+/** Starts the trivial uWS ceiling and resolves with its URL. */
+export function startTrivialUws(): Promise<BenchProcess & { url: string }> {
+  return startPortPrinter('trivial uWS server', '../ceilings/trivial-uws', {});
+}
+
+/** Starts the baseline capture server (bench/baseline, not part of the product). */
+export function startBaseline(natsUrl: string): Promise<BenchProcess & { url: string }> {
+  return startPortPrinter('baseline server', '../baseline/server', { NATS_URL: natsUrl });
 }
 
 /** CPU seconds (user + system) a process has used so far. */

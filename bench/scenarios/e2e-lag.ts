@@ -1,0 +1,145 @@
+// Scenario: end-to-end lag, capture → PROCESSED, under a constant offered rate. Every event
+// carries a fresh uuid and its send time (properties.$bench_sent_ms); an ordered consumer on
+// PROCESSED (`processed.<projectId>.<shard>`, NDJSON lines carrying the captured event's
+// properties) takes the difference when the processed line arrives. First the pipeline's
+// maximum is measured (capture as fast as it goes; processed events per second until caught
+// up), then the lag at fractions of it. Needs workers: runs only when a worker entry point exists.
+import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import autocannon from 'autocannon';
+import hdr from 'hdr-histogram-js';
+import { parseNdjson, STREAMS, type NatsConnection, type ProcessedEvent } from '../../lib/index.js';
+import { runPaced } from '../lib/paced-load.js';
+import { benchEvent } from '../lib/payloads.js';
+
+/** Whether workers exist in this checkout (source, or built next to this file). */
+export function workersAvailable(): boolean {
+  const candidates = ['../../workers/main.ts', '../../workers/main.js'].map((p) => fileURLToPath(new URL(p, import.meta.url)));
+  return candidates.some((p) => existsSync(p));
+}
+
+export interface LagPoint {
+  /** Fraction of the measured maximum offered; 1 = as fast as capture takes them. */
+  fraction: number;
+  offeredEventsPerSec: number;
+  /** Events of requests answered 2xx while the load ran. */
+  sentEvents: number;
+  /** Events processed (also from requests still in flight when the load stopped). */
+  processedEvents: number;
+  /** Processed events per second, from the first send until the last of them was processed. */
+  processedPerSec: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
+
+export interface LagOptions {
+  captureUrl: string;
+  nc: NatsConnection;
+  key: string;
+  projectId: number;
+  durationS: number;
+  fractions: readonly number[];
+  /** Events per /batch/ request (default 100). */
+  eventsPerRequest?: number;
+  connections?: number;
+  /** How long to wait for the last events of a phase to be processed (default 60 s). */
+  drainTimeoutS?: number;
+  log: (m: string) => void;
+}
+
+interface Phase {
+  id: string;
+  sent: number;
+  processed: number;
+  firstSentMs: number;
+  lastProcessedMs: number;
+  histogram: hdr.Histogram;
+}
+
+/** Bodies with fresh uuids and the send time, made per request by autocannon. */
+function bodyFactory(key: string, phase: string, perRequest: number) {
+  let i = 0;
+  return () => {
+    const sentMs = Date.now();
+    const batch = Array.from({ length: perRequest }, () => {
+      const e = benchEvent(i++);
+      return { ...e, uuid: randomUUID(), properties: { ...e.properties, $bench_sent_ms: sentMs, $bench_phase: phase } };
+    });
+    return JSON.stringify({ api_key: key, batch });
+  };
+}
+
+export async function measureEndToEndLag(o: LagOptions): Promise<LagPoint[]> {
+  const perRequest = o.eventsPerRequest ?? 100;
+  const connections = o.connections ?? 16;
+  const phases = new Map<string, Phase>();
+  const consumer = await jetstream(o.nc).consumers.get(STREAMS.processed, { filter_subjects: `processed.${o.projectId}.>`, deliver_policy: DeliverPolicy.New });
+  const messages = await consumer.consume();
+  const reading = (async () => {
+    for await (const m of messages) {
+      const now = Date.now();
+      for (const e of parseNdjson<ProcessedEvent>(m.data)) {
+        const phase = phases.get(e.properties.$bench_phase as string);
+        const sent = e.properties.$bench_sent_ms;
+        if (!phase || typeof sent !== 'number') continue;
+        phase.processed++;
+        phase.lastProcessedMs = now;
+        phase.histogram.recordValue(Math.max(0, now - sent));
+      }
+    }
+  })();
+
+  const runPhase = async (fraction: number, rateEventsPerSec: number | undefined): Promise<LagPoint> => {
+    const id = randomUUID();
+    const phase: Phase = { id, sent: 0, processed: 0, firstSentMs: Date.now(), lastProcessedMs: 0, histogram: hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 }) };
+    phases.set(id, phase);
+    const makeBody = bodyFactory(o.key, id, perRequest);
+    o.log(`e2e lag ${rateEventsPerSec === undefined ? 'at maximum' : `at ${Math.round(fraction * 100)}% (${Math.round(rateEventsPerSec)} events/s)`}`);
+    if (rateEventsPerSec === undefined) {
+      // As fast as capture takes them (closed loop).
+      const result = await autocannon({
+        url: o.captureUrl,
+        connections,
+        pipelining: 1,
+        duration: o.durationS,
+        timeout: 60,
+        requests: [{ method: 'POST', path: '/batch/', headers: { 'content-type': 'application/json' }, setupRequest: (req) => ({ ...req, body: makeBody() }) }],
+      });
+      phase.sent = result['2xx'] * perRequest;
+    } else {
+      const result = await runPaced({ url: o.captureUrl, path: '/batch/', body: makeBody, ratePerSec: Math.max(1, rateEventsPerSec / perRequest), durationS: o.durationS, connections });
+      phase.sent = result.ok * perRequest;
+    }
+    // Requests still in flight when the load stopped may be stored too: wait until everything
+    // acknowledged is processed and nothing more arrives for a second.
+    const drainUntil = Date.now() + (o.drainTimeoutS ?? 60) * 1000;
+    while (Date.now() < drainUntil && (phase.processed < phase.sent || Date.now() - phase.lastProcessedMs < 1000)) await new Promise((r) => setTimeout(r, 100));
+    const h = phase.histogram;
+    const seconds = Math.max(0.001, (phase.lastProcessedMs - phase.firstSentMs) / 1000);
+    return {
+      fraction,
+      offeredEventsPerSec: rateEventsPerSec ?? Number.NaN,
+      sentEvents: phase.sent,
+      processedEvents: phase.processed,
+      processedPerSec: phase.processed / seconds,
+      p50: h.getValueAtPercentile(50),
+      p90: h.getValueAtPercentile(90),
+      p99: h.getValueAtPercentile(99),
+      max: h.maxValue,
+    };
+  };
+
+  try {
+    const max = await runPhase(1, undefined);
+    const points = [max];
+    for (const fraction of o.fractions) points.push(await runPhase(fraction, max.processedPerSec * fraction));
+    return points;
+  } finally {
+    await messages.close();
+    await reading.catch(() => undefined);
+  }
+}
