@@ -30,7 +30,7 @@ export const ingestConfigDefinition = {
   parseThreads: setting('PARSE_THREADS', envInt(cores, 1), 'worker threads that decode and parse bodies'),
   inlineParseMaxBytes: setting('INLINE_PARSE_MAX_BYTES', envBytes('16KiB'), 'bodies up to this size are parsed on the event loop (cheaper than a thread hop)'),
   maxMessageBytes: setting('PUBLISH_MAX_MESSAGE_BYTES', envBytes('1MiB'), 'largest JetStream message (events are packed up to it; capped by the server max_payload)'),
-  maxInflightPerSubject: setting('PUBLISH_MAX_INFLIGHT_PER_SUBJECT', envInt(4, 1), 'unacknowledged messages per subject; while at the limit, new events coalesce into the next message'),
+  maxInflightPerSubject: setting('PUBLISH_MAX_INFLIGHT_PER_SUBJECT', envInt(1, 1), 'unacknowledged messages per subject; while at the limit, new events coalesce into the next message. Above 1, a retried message may land behind a later one (per-distinct_id order is then not guaranteed)'),
   ackTimeout: setting('PUBLISH_ACK_TIMEOUT', envDuration('5s'), 'how long to wait for a JetStream PubAck before retrying'),
   publishAttempts: setting('PUBLISH_ATTEMPTS', envInt(3, 1), 'attempts per message (same Nats-Msg-Id) before the request gets 503'),
   retryAfterSeconds: setting('RETRY_AFTER_SECONDS', envInt(1, 0), 'Retry-After sent with 503'),

@@ -1,7 +1,12 @@
 // Publishes packed NDJSON messages to JetStream and tells each request when all of its events
-// are stored. Group commit per subject: while PUBLISH_MAX_INFLIGHT_PER_SUBJECT messages await
-// their PubAck, newly arriving events of that subject pile up in the next message, so small
-// concurrent requests coalesce for about one ack round trip — and not at all when idle.
+// are stored. Group commit per subject: while a subject's message awaits its PubAck, newly
+// arriving events of that subject pile up in the next message, so small concurrent requests
+// coalesce for about one ack round trip — and not at all when idle.
+//
+// Order per subject is the order events were enqueued: one message in flight per subject
+// (PUBLISH_MAX_INFLIGHT_PER_SUBJECT, default 1) means a retried message can never land behind a
+// later one, and when a message finally fails, everything queued behind it on that subject fails
+// too (those requests get 503 and are retried by their clients) rather than overtaking it.
 import { randomBytes } from 'node:crypto';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
@@ -211,7 +216,10 @@ export class EventPublisher {
     } else {
       this.metrics.publishFailures.inc();
       const err = this.unavailable(failure instanceof Error ? failure.message : 'publish failed');
-      for (const t of batch.trackers) t.fail(err);
+      const behind = [...queue.ready, ...(queue.open ? [queue.open] : [])];
+      queue.ready = [];
+      queue.open = undefined;
+      for (const b of [batch, ...behind]) for (const t of b.trackers) t.fail(err);
     }
     this.pump(queue);
     if (!queue.open && queue.ready.length === 0 && queue.inflight === 0) this.queues.delete(queue.subject);
