@@ -164,6 +164,17 @@ describe('capture errors - capacity and broken dependencies', () => {
     expect((await post(`${h.url}/batch/`, body)).status).toBe(200);
   });
 
+  it('errors - a body needing more than PARSE_THREAD_MAX_HEAP gets 413, and the next request is served', async () => {
+    await using h = await startIngestHarness({ PARSE_THREAD_MAX_HEAP: '16MiB' }, { [KEY]: 1 });
+    // An array without a batch-level key: every event is parsed before the first is used.
+    const events = Array.from({ length: 40_000 }, (_, i) => ({ api_key: KEY, event: 'e', distinct_id: `d${i}`, properties: { i, pad: 'x'.repeat(100) } }));
+    const before = await h.totalMessages();
+    await expectError(await post(`${h.url}/batch/`, JSON.stringify(events)), 413, 'payload_too_large');
+    expect(await h.totalMessages()).toBe(before);
+    const ok = await post(`${h.url}/batch/`, JSON.stringify({ api_key: KEY, batch: events.slice(0, 500) }));
+    expect(ok.status).toBe(200);
+  });
+
   it('errors - NATS stopped → 503 with Retry-After; NATS back → 200 without restarting the node', async () => {
     await using h = await startIngestHarness({}, { [KEY]: 1 });
     const body = JSON.stringify({ api_key: KEY, event: 'e', distinct_id: 'u' });

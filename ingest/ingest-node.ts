@@ -58,6 +58,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   const pool = new ParsePool(
     {
       threads: config.parseThreads,
+      maxHeapBytes: config.parseThreadMaxHeap,
       inlineMaxBytes: config.inlineParseMaxBytes,
       limits: { maxDecompressedBytes: config.maxDecompressedBytes, maxMessageBytes, shardCount: config.shardCount },
     },

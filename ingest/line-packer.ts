@@ -2,6 +2,10 @@
 // and — for realtime events — by distinct_id within a shard (first appearance first), keeping
 // each distinct_id's lines in request order. Each segment is one group cut at line boundaries
 // so that it fits in one JetStream message.
+//
+// Lines are encoded to UTF-8 as they come, into a buffer outside the JS heap: a 20 MB batch
+// never holds its ~24 MB of line strings at once, so a parse thread's heap stays small and
+// bounded (see PARSE_THREAD_MAX_HEAP).
 import { shardOf } from '../lib/index.js';
 import { CaptureError } from './errors.js';
 
@@ -19,14 +23,19 @@ export interface PackedLines {
 interface Group {
   shard: number;
   distinctId: string;
-  lines: string[];
+  /** Indexes of its lines, in arrival order. */
+  lines: number[];
 }
 
 const encoder = new TextEncoder();
 
 export class LinePacker {
   private readonly groups = new Map<string | number, Group>();
-  private chars = 0;
+  private readonly order: Group[] = [];
+  private buffer: Buffer;
+  private offset = 0;
+  /** Per line: start byte in `buffer`, then byte length. */
+  private spans: Int32Array = new Int32Array(64);
   count = 0;
 
   constructor(
@@ -34,58 +43,78 @@ export class LinePacker {
     private readonly maxMessageBytes: number,
     /** Realtime events are grouped per distinct_id (spike detection acts per id); historical per shard. */
     private readonly perDistinctId: boolean,
-  ) {}
+    /** Output must own its ArrayBuffer (not a slice of Node's pool) to be transferred to another thread. */
+    private readonly transferable: boolean,
+    /** Expected output size; the buffer grows past it when needed. */
+    capacityHint: number,
+  ) {
+    this.buffer = this.allocate(Math.max(256, capacityHint));
+  }
+
+  private allocate(size: number): Buffer {
+    return this.transferable ? Buffer.allocUnsafeSlow(size) : Buffer.allocUnsafe(size);
+  }
 
   add(distinctId: string, line: string): void {
+    let written = encoder.encodeInto(line, this.buffer.subarray(this.offset));
+    while (written.read < line.length) {
+      const bigger = this.allocate(this.buffer.length * 2 + line.length * 3);
+      this.buffer.copy(bigger, 0, 0, this.offset);
+      this.buffer = bigger;
+      written = encoder.encodeInto(line, this.buffer.subarray(this.offset));
+    }
+    const bytes = written.written;
+    if (bytes > this.maxMessageBytes) {
+      throw new CaptureError('event_too_large', `an event is ${bytes} bytes; the largest accepted is ${this.maxMessageBytes}`);
+    }
     const shard = shardOf(distinctId, this.shardCount);
     const key = this.perDistinctId ? distinctId : shard;
     let group = this.groups.get(key);
     if (!group) {
       group = { shard, distinctId, lines: [] };
       this.groups.set(key, group);
+      this.order.push(group);
     }
-    group.lines.push(line);
-    this.chars += line.length;
+    if (2 * this.count + 2 > this.spans.length) {
+      const bigger = new Int32Array(this.spans.length * 2);
+      bigger.set(this.spans);
+      this.spans = bigger;
+    }
+    this.spans[2 * this.count] = this.offset;
+    this.spans[2 * this.count + 1] = bytes;
+    group.lines.push(this.count);
+    this.offset += bytes;
     this.count++;
   }
 
-  /** Encodes every line. `transferable` output owns its ArrayBuffer (not a slice of Node's pool). */
-  pack(transferable: boolean): PackedLines {
-    const ordered = [...this.groups.values()].sort((a, b) => a.shard - b.shard);
-    const allocate = (size: number) => (transferable ? Buffer.allocUnsafeSlow(size) : Buffer.allocUnsafe(size));
-    // One pass: JSON is mostly ASCII, so UTF-16 length + 1/8 nearly always fits; encodeInto
-    // reports a short write and the buffer grows.
-    let data = allocate(this.chars + (this.chars >> 3) + 64);
+  pack(): PackedLines {
+    const ordered = this.order.length > 1 ? [...this.order].sort((a, b) => a.shard - b.shard) : this.order;
+    // Lines already in their final order (one group, or groups that arrived one after another
+    // in shard order) stay where they are; otherwise they are copied into place.
+    const inPlace = ordered.every((g, i) => g === this.order[i] && g.lines.every((line, k) => k === 0 || line === g.lines[k - 1]! + 1));
+    const data = inPlace ? this.buffer : this.allocate(this.offset);
     const segments: number[] = [];
     const ids: string[] | null = this.perDistinctId ? [] : null;
-    let offset = 0;
+    let out = 0;
     for (const group of ordered) {
-      let start = offset;
+      let start = out;
       let count = 0;
       for (const line of group.lines) {
-        let written = encoder.encodeInto(line, data.subarray(offset));
-        while (written.read < line.length) {
-          const bigger = allocate(data.length * 2 + line.length * 3);
-          data.copy(bigger, 0, 0, offset);
-          data = bigger;
-          written = encoder.encodeInto(line, data.subarray(offset));
-        }
-        const bytes = written.written;
-        if (bytes > this.maxMessageBytes) {
-          throw new CaptureError('event_too_large', `an event is ${bytes} bytes; the largest accepted is ${this.maxMessageBytes}`);
-        }
-        if (offset + bytes - start > this.maxMessageBytes && count > 0) {
-          segments.push(group.shard, count, start, offset);
+        const from = this.spans[2 * line]!;
+        const bytes = this.spans[2 * line + 1]!;
+        if (out + bytes - start > this.maxMessageBytes && count > 0) {
+          segments.push(group.shard, count, start, out);
           ids?.push(group.distinctId);
-          start = offset;
+          start = out;
           count = 0;
         }
-        offset += bytes;
+        if (!inPlace) this.buffer.copy(data, out, from, from + bytes);
+        out += bytes;
         count++;
       }
-      segments.push(group.shard, count, start, offset);
+      segments.push(group.shard, count, start, out);
       ids?.push(group.distinctId);
     }
-    return { data: data.subarray(0, offset), segments: Int32Array.from(segments), segmentDistinctIds: ids };
+    return { data: data.subarray(0, out), segments: Int32Array.from(segments), segmentDistinctIds: ids };
   }
 }

@@ -15,6 +15,10 @@ import type { TokenRegistry } from './token-registry.js';
 
 export interface ParsePoolOptions {
   threads: number;
+  /** Old-generation heap of each thread, bytes. Lines are encoded off-heap and large payloads parsed
+   * event by event, so a 20 MB batch needs far less; past it the thread is replaced and the body
+   * answered 413, so no body can grow the node's memory without bound. */
+  maxHeapBytes: number;
   inlineMaxBytes: number;
   limits: ParseLimits;
 }
@@ -43,6 +47,7 @@ export class ParsePool {
       maxThreads: options.threads,
       idleTimeout: Number.POSITIVE_INFINITY,
       workerData: { registryChannel: channelName },
+      resourceLimits: { maxOldGenerationSizeMb: Math.max(16, Math.round(options.maxHeapBytes / 2 ** 20)), maxYoungGenerationSizeMb: 16 },
     });
   }
 
@@ -65,7 +70,10 @@ export class ParsePool {
     };
     this.metrics.poolQueueDepth.set(this.pool.queueSize + 1);
     try {
-      const result = await this.pool.run(task, { transferList: [task.body] });
+      const result = await this.pool.run(task, { transferList: [task.body] }).catch((err: unknown) => {
+        if ((err as { code?: string }).code !== 'ERR_WORKER_OUT_OF_MEMORY') throw err;
+        throw new CaptureError('payload_too_large', 'payload too large to parse within PARSE_THREAD_MAX_HEAP', {}, { cause: err });
+      });
       if (!result.ok) throw new CaptureError(result.code, result.detail, { attr: result.attr });
       return result.parsed;
     } finally {

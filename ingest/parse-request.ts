@@ -120,7 +120,9 @@ export function parseCaptureRequest(
   };
 
   const dropped: Partial<Record<DropReason, number>> = {};
-  const packer = new LinePacker(limits.shardCount, limits.maxMessageBytes, !envelope.historical);
+  // Output ≈ input plus ~250 bytes per event of added fields (uuid, now, token, …).
+  const capacityHint = payload.length + envelope.count * 256;
+  const packer = new LinePacker(limits.shardCount, limits.maxMessageBytes, !envelope.historical, options.transferable, capacityHint);
   for (let i = 0; i < envelope.count; i++) {
     const raw = eventAt(i);
     if (meta.route === 'engage' && raw.event === undefined) raw.event = '$identify';
@@ -134,6 +136,6 @@ export function parseCaptureRequest(
     historical: envelope.historical,
     accepted: packer.count,
     dropped,
-    ...packer.pack(options.transferable),
+    ...packer.pack(),
   };
 }
