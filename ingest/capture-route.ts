@@ -192,7 +192,8 @@ async function processBody(
   const started = performance.now();
   try {
     meta.nowMs = Date.now();
-    const parsed = await deps.pool.parse(body, meta);
+    const parsing = deps.pool.parse(body, meta);
+    const parsed = parsing instanceof Promise ? await parsing : parsing;
     for (const [reason, n] of Object.entries(parsed.dropped)) deps.metrics.eventsDropped.inc({ reason }, n);
     if (parsed.accepted > 0) {
       const items = routeSegments(parsed, deps);

@@ -22,11 +22,19 @@ export interface IngestMetrics {
  * capture request; hot paths use children bound once per label combination instead.
  */
 export function boundLabels<C>(metric: { labels(...values: string[]): C }): (...values: string[]) => C {
-  const children = new Map<string, C>();
+  // One map level per label value: no key string to build on the hot path.
+  type Level = Map<string, Level | C>;
+  const root: Level = new Map();
   return (...values) => {
-    const key = values.join('\u0000');
-    let child = children.get(key);
-    if (!child) children.set(key, (child = metric.labels(...values)));
+    let level = root;
+    for (let i = 0; i < values.length - 1; i++) {
+      let next = level.get(values[i]!) as Level | undefined;
+      if (!next) level.set(values[i]!, (next = new Map()));
+      level = next;
+    }
+    const last = values[values.length - 1]!;
+    let child = level.get(last) as C | undefined;
+    if (child === undefined) level.set(last, (child = metric.labels(...values)));
     return child;
   };
 }

@@ -55,10 +55,15 @@ export class ParsePool {
     return this.pool.queueSize;
   }
 
-  async parse(body: Uint8Array, meta: RequestMeta): Promise<ParsedRequest> {
+  /** Small plain bodies are parsed right here and answered synchronously (no promise hop). */
+  parse(body: Uint8Array, meta: RequestMeta): ParsedRequest | Promise<ParsedRequest> {
     if (body.length <= this.options.inlineMaxBytes && !needsDecompression(body, meta.query, meta.contentEncoding)) {
       return parseCaptureRequest(body, meta, this.options.limits, this.registry.lookup, { transferable: false });
     }
+    return this.parseInThread(body, meta);
+  }
+
+  private async parseInThread(body: Uint8Array, meta: RequestMeta): Promise<ParsedRequest> {
     const dedicated = body.byteOffset === 0 && body.buffer.byteLength === body.length ? body : Uint8Array.from(body);
     const task: ParseTask = {
       body: dedicated.buffer as ArrayBuffer,
