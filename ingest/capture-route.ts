@@ -31,8 +31,12 @@ export class InflightBudget {
     private readonly metrics: IngestMetrics,
   ) {}
 
-  tryReserve(bytes: number): boolean {
-    if (this.used + bytes > this.limit && this.used > 0) return false;
+  /**
+   * Takes `bytes` more for a request already holding `held`. Past the limit only a request that
+   * is alone in holding budget may go on, so one request larger than the budget still works.
+   */
+  tryReserve(bytes: number, held = 0): boolean {
+    if (this.used + bytes > this.limit && this.used > held) return false;
     this.used += bytes;
     this.metrics.inflightBytes.set(this.used);
     return true;
@@ -41,6 +45,41 @@ export class InflightBudget {
   release(bytes: number): void {
     this.used -= bytes;
     this.metrics.inflightBytes.set(this.used);
+  }
+}
+
+/** The share of the budget one request holds: its body while it streams in, then its parsed output. */
+export class Reservation {
+  private bytes = 0;
+  private closed = false;
+
+  constructor(private readonly budget: InflightBudget) {}
+
+  /** More bytes (body chunks); false when the node is at its budget. */
+  grow(bytes: number): boolean {
+    if (this.closed || !this.budget.tryReserve(bytes, this.bytes)) return false;
+    this.bytes += bytes;
+    return true;
+  }
+
+  /**
+   * Holds exactly `bytes` from now on. After parsing, the output replaces the body: a compressed
+   * body can decode to far more than its size, and that is what waits for JetStream.
+   */
+  resize(bytes: number): boolean {
+    if (bytes <= this.bytes) {
+      this.budget.release(this.bytes - bytes);
+      this.bytes = bytes;
+      return true;
+    }
+    return this.grow(bytes - this.bytes);
+  }
+
+  release(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.budget.release(this.bytes);
+    this.bytes = 0;
   }
 }
 
@@ -139,14 +178,13 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, res: HttpResp
   };
 
   deps.inflight.count++;
-  let reserved = 0;
+  const reservation = new Reservation(deps.budget);
   let finished = false;
   let bodyComplete = false;
   const finishRequest = () => {
     if (finished) return;
     finished = true;
-    deps.budget.release(reserved);
-    reserved = 0;
+    reservation.release();
     if (--deps.inflight.count === 0) deps.inflight.onIdle?.();
   };
   res.onAborted(() => {
@@ -155,20 +193,15 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, res: HttpResp
     // complete, the request finishes its parse/publish and releases them itself.
     if (!bodyComplete) finishRequest();
   });
-  const reserve = (bytes: number) => {
-    if (finished || !deps.budget.tryReserve(bytes)) return false;
-    reserved += bytes;
-    return true;
-  };
   if (method === 'get') {
-    void processBody(deps, meta, new Uint8Array(0), res, state, count, fail).finally(finishRequest);
+    void processBody(deps, meta, new Uint8Array(0), reservation, res, state, count, fail).finally(finishRequest);
     return;
   }
-  readBody(res, contentLength, { maxBytes: config.maxBodyBytes }, reserve, (outcome) => {
+  readBody(res, contentLength, { maxBytes: config.maxBodyBytes }, (bytes) => reservation.grow(bytes), (outcome) => {
     bodyComplete = true;
     if (outcome.kind === 'complete') {
       metrics.bytesIn.inc(outcome.body.length);
-      void processBody(deps, meta, outcome.body, res, state, count, fail).finally(finishRequest);
+      void processBody(deps, meta, outcome.body, reservation, res, state, count, fail).finally(finishRequest);
       return;
     }
     if (outcome.kind === 'too_large') {
@@ -184,6 +217,7 @@ async function processBody(
   deps: CaptureDeps,
   meta: RequestMeta,
   body: Uint8Array,
+  reservation: Reservation,
   res: HttpResponse,
   state: ResponseState,
   count: (status: number) => void,
@@ -194,6 +228,11 @@ async function processBody(
     meta.nowMs = Date.now();
     const parsing = deps.pool.parse(body, meta);
     const parsed = parsing instanceof Promise ? await parsing : parsing;
+    if (!reservation.resize(parsed.data.length)) {
+      throw new CaptureError('overloaded', 'ingest node is at capacity (decoded payload), please retry', {
+        headers: { 'Retry-After': String(deps.config.retryAfterSeconds) },
+      });
+    }
     for (const [reason, n] of Object.entries(parsed.dropped)) deps.metrics.eventsDropped.inc({ reason }, n);
     if (parsed.accepted > 0) {
       const items = routeSegments(parsed, deps);

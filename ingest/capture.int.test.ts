@@ -137,6 +137,15 @@ describe('capture', () => {
     expect((await post(`${h.url}/batch/`, big)).status).toBe(401);
   });
 
+  it('capture - NUL characters and lone surrogates in any string are stored as U+FFFD (PostgreSQL refuses them)', async () => {
+    const body = `{"api_key":"${KEY}","event":"e\\u0000v","distinct_id":"nul-user","properties":{"a\\u0000":"x\\ud800y","list":["\\udc00"]},"$set":{"n":"\\u0000"}}`;
+    expect((await post(`${h.url}/capture/`, body)).status).toBe(200);
+    const stored = (await h.events('events')).find((e) => e.distinct_id === 'nul-user')!;
+    expect(stored.event).toBe('e\ufffdv');
+    expect(stored.properties).toEqual({ 'a\ufffd': 'x\ufffdy', list: ['\ufffd'] });
+    expect(stored.$set).toEqual({ n: '\ufffd' });
+  });
+
   it('capture - /_health, /_ready and /metrics', async () => {
     expect((await fetch(`${h.url}/_health`)).status).toBe(200);
     const ready = await fetch(`${h.url}/_ready`);

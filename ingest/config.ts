@@ -37,6 +37,7 @@ export const ingestConfigDefinition = {
   retryAfterSeconds: setting('RETRY_AFTER_SECONDS', envInt(1, 0), 'Retry-After sent with 503'),
   spikeEventsPerSecond: setting('SPIKE_EVENTS_PER_SECOND', envNumber(100), 'per (project, distinct_id) sustained realtime rate before events divert to OVERFLOW (0 disables)'),
   spikeBurst: setting('SPIKE_BURST', envNumber(1000), 'per (project, distinct_id) burst allowance before diverting to OVERFLOW'),
+  spikeMaxTracked: setting('SPIKE_MAX_TRACKED', envInt(100_000, 1), 'distinct ids spike detection remembers (~200 bytes each); past it the least recently seen is forgotten'),
   trustProxy: setting('TRUST_PROXY', envBool(false), 'take the client IP from X-Forwarded-For (only behind a trusted proxy)'),
   drainTimeout: setting('SHUTDOWN_DRAIN_TIMEOUT', envDuration('30s'), 'on SIGTERM, how long in-flight requests may take to finish'),
 };

@@ -1,7 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import LZString from 'lz-string';
 import { describe, expect, it } from 'vitest';
-import { decodePayload as decodeRaw, looksLikeBase64, looksLikeForm, needsDecompression, payloadText, type DecodeInput } from './decode.js';
+import { decodePayload as decodeRaw, isPlainJsonRequest, looksLikeBase64, looksLikeForm, payloadText, type DecodeInput } from './decode.js';
 import { CaptureError } from './errors.js';
 
 const json = '{"api_key":"phc_k","event":"e","distinct_id":"d","properties":{"$current_url":"https://x.io/?a=b+c"}}';
@@ -99,8 +99,16 @@ describe('decode', () => {
     expect(looksLikeForm(Buffer.from('{"data=":1}'))).toBe(false);
     expect(looksLikeBase64(Buffer.from(b64))).toBe(true);
     expect(looksLikeBase64(Buffer.from(json))).toBe(false);
-    expect(needsDecompression(gzipSync('x'), '', '')).toBe(true);
-    expect(needsDecompression(Buffer.from('x'), 'compression=lz64', '')).toBe(true);
-    expect(needsDecompression(Buffer.from(json), '_=1', '')).toBe(false);
+  });
+
+  it('decode - only plain JSON bodies count as plain: anything encoded may expand beyond its size', () => {
+    expect(isPlainJsonRequest(Buffer.from(json), '_=1&ver=2', '')).toBe(true);
+    expect(isPlainJsonRequest(Buffer.from(' [{}]'), '', '')).toBe(true);
+    expect(isPlainJsonRequest(gzipSync(json), '', '')).toBe(false);
+    expect(isPlainJsonRequest(Buffer.from(gzipSync(json).toString('base64')), '', '')).toBe(false);
+    expect(isPlainJsonRequest(Buffer.from(`data=${b64}`), '', '')).toBe(false);
+    expect(isPlainJsonRequest(Buffer.from(json), 'compression=lz64', '')).toBe(false);
+    expect(isPlainJsonRequest(Buffer.from(json), 'ip=1&data=x', '')).toBe(false);
+    expect(isPlainJsonRequest(Buffer.from(json), '', 'gzip')).toBe(false);
   });
 });

@@ -78,18 +78,6 @@ function gunzip(bytes: Uint8Array, limit: number): Buffer {
   }
 }
 
-/** True when the body needs real work to decode (decompression), so it must not run on the event loop. */
-export function needsDecompression(body: Uint8Array, rawQuery: string, contentEncoding: string): boolean {
-  if (isGzip(body)) return true;
-  const queryHint = rawQuery.includes('compression=') ? new URLSearchParams(rawQuery).get('compression') : null;
-  const hint = compressionOf(queryHint) ?? compressionOf(contentEncoding);
-  return hint === 'gzip' || hint === 'lz64';
-}
-
-/**
- * Turns a capture request into the JSON it carries: UTF-8 bytes, or a string when lz-string
- * produced it. Bytes stay bytes so large payloads can be scanned without decoding them whole.
- */
 /** A body whose first non-space byte opens a JSON object or array: none of the encodings apply. */
 function isPlainJson(bytes: Uint8Array): boolean {
   for (const c of bytes) {
@@ -99,6 +87,19 @@ function isPlainJson(bytes: Uint8Array): boolean {
   return false;
 }
 
+/**
+ * A request whose payload is its body, as plain JSON: nothing to decode, so parsing costs what
+ * its size says. Anything else (gzip, base64, forms, lz-string, `?data=`) may expand far beyond
+ * its size and is never decoded on the event loop.
+ */
+export function isPlainJsonRequest(body: Uint8Array, rawQuery: string, contentEncoding: string): boolean {
+  return contentEncoding === '' && !/(^|&)(data|compression)=/.test(rawQuery) && isPlainJson(body);
+}
+
+/**
+ * Turns a capture request into the JSON it carries: UTF-8 bytes, or a string when lz-string
+ * produced it. Bytes stay bytes so large payloads can be scanned without decoding them whole.
+ */
 export function decodePayload(input: DecodeInput): Uint8Array | string {
   const { query } = input;
   // The common case, and the hot path for single events: a plain JSON body.

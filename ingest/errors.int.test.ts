@@ -3,6 +3,7 @@
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
+import LZString from 'lz-string';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { post, startIngestHarness, type IngestHarness } from '../test/ingest-harness.js';
 import { waitFor } from '../test/kit/index.js';
@@ -173,6 +174,43 @@ describe('capture errors - capacity and broken dependencies', () => {
     expect(await h.totalMessages()).toBe(before);
     const ok = await post(`${h.url}/batch/`, JSON.stringify({ api_key: KEY, batch: events.slice(0, 500) }));
     expect(ok.status).toBe(200);
+  });
+
+  it('errors - a small compressed body that decodes to more than the budget allows gets 503 while others hold budget, 200 alone', async () => {
+    await using h = await startIngestHarness({ INFLIGHT_BUDGET_BYTES: '1MiB' }, { [KEY]: 1 });
+    const events = Array.from({ length: 20_000 }, (_, i) => ({ event: 'e', distinct_id: `d${i % 100}`, properties: { i } }));
+    const gz = gzipSync(JSON.stringify({ api_key: KEY, batch: events }));
+    expect(gz.length).toBeLessThan(200 * 1024); // small on the wire, several MB decoded
+    const socket = connect(Number(new URL(h.url).port), '127.0.0.1');
+    await new Promise((r) => socket.once('connect', r));
+    socket.write(`POST /batch/ HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\n{`);
+    await waitFor('budget held', async () => (await h.metric('spate_ingest_inflight_bytes')) === 300000);
+    const before = await h.totalMessages();
+    const refused = await post(`${h.url}/batch/`, gz, { 'content-encoding': 'gzip' });
+    await expectError(refused, 503, 'overloaded');
+    expect(await h.totalMessages()).toBe(before);
+    socket.destroy();
+    await waitFor('budget released', async () => (await h.metric('spate_ingest_inflight_bytes')) === 0);
+    expect((await post(`${h.url}/batch/`, gz, { 'content-encoding': 'gzip' })).status).toBe(200);
+    await waitFor('budget released again', async () => (await h.metric('spate_ingest_inflight_bytes')) === 0);
+  });
+
+  it('errors - encoded bodies are never decoded on the event loop, however small', async () => {
+    await using h = await startIngestHarness({}, { [KEY]: 1 });
+    const body = JSON.stringify({ api_key: KEY, batch: [{ event: 'e', distinct_id: 'u' }] });
+    const thread = () => h.metric('spate_ingest_parses_total', { where: 'thread' });
+    const inline = () => h.metric('spate_ingest_parses_total', { where: 'inline' });
+    const [t0, i0] = [await thread(), await inline()];
+    expect((await post(`${h.url}/batch/`, body)).status).toBe(200);
+    expect([await thread(), await inline()]).toEqual([t0, i0 + 1]);
+    const wrapped = [
+      () => post(`${h.url}/e/`, gzipSync(body).toString('base64'), { 'content-type': 'text/plain' }),
+      () => post(`${h.url}/e/`, `data=${encodeURIComponent(gzipSync(body).toString('base64'))}`, { 'content-type': 'application/x-www-form-urlencoded' }),
+      () => post(`${h.url}/e/?compression=lz64`, LZString.compressToBase64(body)),
+      () => post(`${h.url}/batch/`, gzipSync(body), { 'content-encoding': 'gzip' }),
+    ];
+    for (const send of wrapped) expect((await send()).status).toBe(200);
+    expect([await thread(), await inline()]).toEqual([t0 + wrapped.length, i0 + 1]);
   });
 
   it('errors - NATS stopped → 503 with Retry-After; NATS back → 200 without restarting the node', async () => {

@@ -77,7 +77,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     metrics,
     log,
   );
-  const limiter = new SpikeLimiter({ perSecond: config.spikeEventsPerSecond, burst: config.spikeBurst });
+  const limiter = new SpikeLimiter({ perSecond: config.spikeEventsPerSecond, burst: config.spikeBurst, maxTracked: config.spikeMaxTracked });
 
   let natsConnected = true;
   let streamsOk = true;

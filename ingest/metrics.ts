@@ -13,6 +13,7 @@ export interface IngestMetrics {
   publishRetries: Counter;
   publishFailures: Counter;
   poolQueueDepth: Gauge;
+  parses: Counter<'where'>;
   inflightBytes: Gauge;
   requestDuration: Histogram<'route'>;
 }
@@ -59,6 +60,7 @@ export function createIngestMetrics(): IngestMetrics {
     publishRetries: new Counter({ name: 'spate_ingest_publish_retries_total', help: 'JetStream publish attempts that failed and were retried', registers: r }),
     publishFailures: new Counter({ name: 'spate_ingest_publish_failures_total', help: 'Messages given up on (their requests got 503)', registers: r }),
     poolQueueDepth: new Gauge({ name: 'spate_ingest_parse_queue_depth', help: 'Bodies waiting for a parse thread', registers: r }),
+    parses: new Counter({ name: 'spate_ingest_parses_total', help: 'Request bodies parsed, on the event loop (small plain JSON) or in a parse thread', labelNames: ['where'], registers: r }),
     inflightBytes: new Gauge({ name: 'spate_ingest_inflight_bytes', help: 'Request bytes currently held (reading, parsing, publishing)', registers: r }),
     requestDuration: new Histogram({
       name: 'spate_ingest_request_seconds',

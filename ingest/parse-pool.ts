@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { BroadcastChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { runtimeModule } from '../lib/index.js';
-import { needsDecompression } from './decode.js';
+import { isPlainJsonRequest } from './decode.js';
 import { CaptureError } from './errors.js';
 import type { IngestMetrics } from './metrics.js';
 import { parseCaptureRequest, type ParsedRequest, type ParseLimits, type RequestMeta } from './parse-request.js';
@@ -27,6 +27,8 @@ export class ParsePool {
   private readonly pool: Piscina<ParseTask, ParseTaskResult>;
   private readonly channel: BroadcastChannel;
   private broadcastScheduled = false;
+  private readonly parsedInline: { inc(): void };
+  private readonly parsedInThread: { inc(): void };
 
   constructor(
     private readonly options: ParsePoolOptions,
@@ -39,6 +41,8 @@ export class ParsePool {
       if ((event as { data: ReplicaMessage }).data.type === 'hello') this.scheduleBroadcast();
     };
     registry.onChange(() => this.scheduleBroadcast());
+    this.parsedInline = metrics.parses.labels('inline');
+    this.parsedInThread = metrics.parses.labels('thread');
     const entry = runtimeModule(import.meta.url, './parse-thread');
     this.pool = new Piscina({
       filename: entry.path,
@@ -55,11 +59,13 @@ export class ParsePool {
     return this.pool.queueSize;
   }
 
-  /** Small plain bodies are parsed right here and answered synchronously (no promise hop). */
+  /** Small plain-JSON bodies are parsed right here and answered synchronously (no promise hop). */
   parse(body: Uint8Array, meta: RequestMeta): ParsedRequest | Promise<ParsedRequest> {
-    if (body.length <= this.options.inlineMaxBytes && !needsDecompression(body, meta.query, meta.contentEncoding)) {
+    if (body.length <= this.options.inlineMaxBytes && isPlainJsonRequest(body, meta.query, meta.contentEncoding)) {
+      this.parsedInline.inc();
       return parseCaptureRequest(body, meta, this.options.limits, this.registry.lookup, { transferable: false });
     }
+    this.parsedInThread.inc();
     return this.parseInThread(body, meta);
   }
 

@@ -7,6 +7,7 @@ import { CaptureError } from './errors.js';
 import { LinePacker, type PackedLines } from './line-packer.js';
 import { normalizeEvent, type DropReason, type EventContext } from './normalize-event.js';
 import { readEnvelope } from './read-envelope.js';
+import { eventLine } from './sanitize.js';
 import { resolveToken } from './token.js';
 
 export { SEGMENT_FIELDS } from './line-packer.js';
@@ -128,7 +129,7 @@ export function parseCaptureRequest(
     if (meta.route === 'engage' && raw.event === undefined) raw.event = '$identify';
     const result = normalizeEvent(raw, ctx);
     if (typeof result === 'string') dropped[result] = (dropped[result] ?? 0) + 1;
-    else packer.add(result.distinct_id, JSON.stringify(result) + '\n');
+    else packer.add(result.distinct_id, eventLine(result));
   }
   return {
     token,

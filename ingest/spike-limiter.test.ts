@@ -3,7 +3,7 @@ import { SpikeLimiter } from './spike-limiter.js';
 
 describe('spike limiter', () => {
   it('spike - allows the burst, then the sustained rate, per (project, distinct_id)', () => {
-    const limiter = new SpikeLimiter({ perSecond: 10, burst: 100 });
+    const limiter = new SpikeLimiter({ perSecond: 10, burst: 100, maxTracked: 1000 });
     const t = 1_000_000;
     expect(limiter.allow(1, 'hot', 100, t)).toBe(true);
     expect(limiter.allow(1, 'hot', 1, t)).toBe(false);
@@ -15,16 +15,21 @@ describe('spike limiter', () => {
   });
 
   it('spike - a rate of 0 disables it', () => {
-    const limiter = new SpikeLimiter({ perSecond: 0, burst: 0 });
+    const limiter = new SpikeLimiter({ perSecond: 0, burst: 0, maxTracked: 1000 });
     expect(limiter.allow(1, 'x', 1_000_000)).toBe(true);
     expect(limiter.tracked).toBe(0);
     limiter.close();
   });
 
-  it('spike - memory is bounded by the tracked-id cap', () => {
+  it('spike - memory is bounded by the tracked-id cap, forgetting the least recently seen id', () => {
     const limiter = new SpikeLimiter({ perSecond: 1, burst: 10, maxTracked: 1000 });
-    for (let i = 0; i < 5000; i++) limiter.allow(1, `id-${i}`, 1, 0);
-    expect(limiter.tracked).toBeLessThanOrEqual(1000);
+    expect(limiter.allow(1, 'hot', 10, 0)).toBe(true); // the hot id has spent its burst
+    for (let i = 0; i < 5000; i++) {
+      limiter.allow(1, `id-${i}`, 1, 0);
+      if (i % 100 === 0) expect(limiter.allow(1, 'hot', 1, 0)).toBe(false); // still remembered: seen recently
+    }
+    expect(limiter.tracked).toBe(1000);
+    expect(limiter.allow(1, 'id-0', 10, 0)).toBe(true); // long unseen: forgotten, a full burst again
     limiter.close();
   });
 });

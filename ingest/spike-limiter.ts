@@ -1,6 +1,8 @@
 // Spike detection: a token bucket per (project, distinct_id). A distinct_id sending realtime
 // events faster than the sustained rate (after its burst) has them diverted to OVERFLOW, so
-// one hot id cannot hold up its shard. Memory stays bounded: idle buckets are swept.
+// one hot id cannot hold up its shard. Memory stays bounded: idle buckets are swept, and past
+// SPIKE_MAX_TRACKED ids the least recently seen is forgotten (it starts again with a full burst,
+// so forgetting can only let an id through, never divert it wrongly).
 
 interface Bucket {
   tokens: number;
@@ -10,8 +12,8 @@ interface Bucket {
 export interface SpikeLimiterOptions {
   perSecond: number;
   burst: number;
-  /** Hard cap on tracked ids; past it the oldest are forgotten (they start with a full burst). */
-  maxTracked?: number;
+  /** Hard cap on tracked ids; past it the least recently seen are forgotten. */
+  maxTracked: number;
 }
 
 export class SpikeLimiter {
@@ -20,7 +22,7 @@ export class SpikeLimiter {
   private readonly sweepTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: SpikeLimiterOptions) {
-    this.maxTracked = options.maxTracked ?? 1_000_000;
+    this.maxTracked = options.maxTracked;
     if (this.enabled) {
       this.sweepTimer = setInterval(() => this.sweep(Date.now()), 10_000);
       this.sweepTimer.unref();
@@ -41,14 +43,15 @@ export class SpikeLimiter {
     const key = `${projectId}:${distinctId}`;
     let bucket = this.buckets.get(key);
     if (!bucket) {
-      if (this.buckets.size >= this.maxTracked) this.evictOldest();
+      if (this.buckets.size >= this.maxTracked) this.buckets.delete(this.buckets.keys().next().value!);
       bucket = { tokens: this.options.burst, updatedMs: nowMs };
-      this.buckets.set(key, bucket);
     } else {
       const refill = ((nowMs - bucket.updatedMs) / 1000) * this.options.perSecond;
       bucket.tokens = Math.min(this.options.burst, bucket.tokens + refill);
       bucket.updatedMs = nowMs;
+      this.buckets.delete(key); // re-inserted below: Map order is then least recently seen first
     }
+    this.buckets.set(key, bucket);
     if (bucket.tokens < count) return false;
     bucket.tokens -= count;
     return true;
@@ -63,15 +66,6 @@ export class SpikeLimiter {
     const { perSecond, burst } = this.options;
     for (const [key, bucket] of this.buckets) {
       if (bucket.tokens + ((nowMs - bucket.updatedMs) / 1000) * perSecond >= burst) this.buckets.delete(key);
-    }
-  }
-
-  private evictOldest(): void {
-    // Map iterates in insertion order: the first tenth are the longest-tracked ids.
-    let n = Math.ceil(this.maxTracked / 10);
-    for (const key of this.buckets.keys()) {
-      if (n-- <= 0) break;
-      this.buckets.delete(key);
     }
   }
 }
