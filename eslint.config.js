@@ -17,6 +17,7 @@ export default tseslint.config(
       'no-empty': ['error', { allowEmptyCatch: false }],
     },
   },
+  // Import boundaries (ARCHITECTURE.md): globs match at any depth ('../../workers/x.js' too).
   {
     files: ['lib/**/*.ts'],
     rules: {
@@ -24,25 +25,39 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['../ingest/*', '../admin/*', '../workers/*', '../deploy/*', '../bench/*', '../test/*'], message: 'lib/ imports nothing of ours.' },
+            { group: ['**/ingest/**', '**/admin/**', '**/workers/**', '**/deploy/**', '**/bench/**', '**/test/**', '**/cli/**'], message: 'lib/ imports nothing of ours.' },
             { group: ['uWebSockets.js', 'pg', 'piscina'], message: 'lib/ stays free of uWS, pg and piscina.' },
           ],
         },
       ],
     },
   },
-  {
-    files: ['ingest/**/*.ts', 'admin/**/*.ts', 'workers/**/*.ts'],
+  ...['ingest', 'admin', 'workers'].map((self) => ({
+    files: [`${self}/**/*.ts`],
     ignores: ['**/*.test.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
         {
           patterns: [
-            { group: ['../lib/*', '!../lib/index.js'], message: 'Import lib through its entry, ../lib/index.js.' },
-            { group: ['../ingest/*', '../admin/*', '../workers/*', '../deploy/*', '../bench/*'], message: 'Deployables import only lib/.' },
+            { group: ['**/lib/*', '!**/lib/index.js'], message: 'Import lib through its entry, lib/index.js.' },
+            {
+              group: ['ingest', 'admin', 'workers', 'deploy', 'bench', 'cli', 'test'].filter((d) => d !== self).map((d) => `**/${d}/**`),
+              message: 'Deployables import only lib/.',
+            },
           ],
         },
+      ],
+    },
+  })),
+  {
+    // The launcher runs the deployables as processes (and admin through its CLI); it shares only lib/.
+    files: ['deploy/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/ingest/**', '**/admin/**', '**/workers/**', '**/bench/**', '**/cli/**', '**/test/**'], message: 'deploy/ runs the deployables; it imports only lib/.' }] },
       ],
     },
   },

@@ -17,6 +17,7 @@ function launch(): ChildProcess {
   return spawn(process.execPath, ['--import', 'tsx', startScript], {
     env: { ...process.env, SPATE_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true, // its own process group, like a terminal session: Ctrl-C goes to the group
   });
 }
 
@@ -108,8 +109,13 @@ describe('npm start (local cluster)', () => {
     expect(again.organizationId).toBe(c.organizationId);
     expect(await streamMessages(again)).toBe(stored);
     expect(await capture(again, 'after-restart')).toBe(200);
-    second.kill('SIGTERM');
+    // Ctrl-C in a terminal: SIGINT to the whole process group. Children stop in order, none restarts.
+    let secondOutput = '';
+    second.stdout!.on('data', (d: Buffer) => (secondOutput += d.toString()));
+    process.kill(-second.pid!, 'SIGINT');
     await new Promise((r) => second.once('exit', r));
+    expect(secondOutput).not.toMatch(/restarting/);
+    for (const p of readClusterFile(join(dataDir, 'cluster.json')).processes!) expect(alive(p.pid), `${p.role} ${p.pid} stopped`).toBe(false);
     expect(existsSync(join(dataDir, 'ports.json'))).toBe(true);
   });
 });

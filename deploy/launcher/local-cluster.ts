@@ -2,7 +2,8 @@
 // stops in the reverse one: ingest nodes → workers → admin → NATS → PostgreSQL.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { bootstrapCluster } from '../../admin/index.js';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { clusterFilePath, runtimeModule, writeClusterFile, type ClusterFile } from '../../lib/index.js';
 import { natsConfigText, waitForJetStreamLeader } from '../local/nats-server.js';
 import { placeDataDir, PostgresServer } from '../local/postgres.js';
@@ -31,10 +32,31 @@ function nodeCommand(relativeMain: string): { command: string; args: string[] } 
   return { command: process.execPath, args: [...entry.execArgv, entry.path] };
 }
 
+interface BootstrapResult {
+  organizationId: string;
+  projectId: number;
+  projectApiKey: string;
+  personalApiKey: string;
+}
+
+/** `spate admin bootstrap`, as an operator would run it: the launcher talks to admin only through its CLI. */
+async function bootstrap(env: NodeJS.ProcessEnv): Promise<BootstrapResult> {
+  const cli = nodeCommand('../../cli/spate');
+  try {
+    const { stdout } = await promisify(execFile)(cli.command, [...cli.args, 'admin', 'bootstrap'], { env, maxBuffer: 1024 * 1024 });
+    return JSON.parse(stdout) as BootstrapResult;
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    throw new Error(`spate admin bootstrap failed: ${e.stderr?.trim() || e.message}`, { cause: err });
+  }
+}
+
 export async function startLocalCluster(options: LaunchOptions, log: SupervisorLog): Promise<LocalCluster> {
   const children: { role: ProcessEntry['role']; child: SupervisedChild }[] = [];
   // Reverse dependency order: nothing that publishes outlives NATS, nothing that writes outlives PostgreSQL.
   const stopAll = async () => {
+    // Nothing is restarted once stopping began, even a child that exits before its turn.
+    for (const { child } of children) child.markStopping();
     for (const role of ['ingest', 'worker', 'admin', 'nats', 'postgres'] as const) {
       await Promise.all(children.filter((c) => c.role === role).map((c) => c.child.stop()));
     }
@@ -121,7 +143,7 @@ async function launch(
 
   // First start: a user, an organization, project 1 and a personal API key with scope `*`.
   // The project's key goes into the spate-projects KV bucket, where ingest nodes find it.
-  const boot = await bootstrapCluster({ databaseUrl, dataDir, natsUrl, kvReplicas: replicas });
+  const boot = await bootstrap({ ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, SPATE_DATA_DIR: dataDir, PROJECTS_KV_REPLICAS: String(replicas) });
 
   const adminHost = env.ADMIN_HOST ?? '127.0.0.1';
   const adminUrl = `http://${adminHost === '0.0.0.0' ? '127.0.0.1' : adminHost}:${ports.admin}`;

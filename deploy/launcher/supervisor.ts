@@ -49,7 +49,9 @@ export class SupervisedChild {
   start(): void {
     this.stopping = false;
     const { name, command, args, env, uid, gid } = this.spec;
-    const child = spawn(command, args, { env, uid, gid, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its own process group: a terminal's Ctrl-C reaches only the launcher, which then stops
+    // the children in order (rather than all at once, in no order).
+    const child = spawn(command, args, { env, uid, gid, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     this.child = child;
     this.startedAt = Date.now();
     for (const stream of [child.stdout, child.stderr]) {
@@ -70,9 +72,14 @@ export class SupervisedChild {
     if (child.pid !== undefined) this.onStart(child.pid);
   }
 
-  async stop(): Promise<void> {
+  /** From now on an exit is expected: it is not restarted. */
+  markStopping(): void {
     this.stopping = true;
     clearTimeout(this.restartTimer);
+  }
+
+  async stop(): Promise<void> {
+    this.markStopping();
     const child = this.child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     child.kill(this.spec.stopSignal ?? 'SIGTERM');
