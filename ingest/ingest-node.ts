@@ -46,6 +46,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   await ensureStreams(jsm, {
     replicas: config.streamReplicas,
     duplicateWindowMs: config.duplicateWindow,
+    processedDuplicateWindowMs: config.processedDuplicateWindow,
     maxAgeMs: config.streamMaxAge,
     maxBytes: config.streamMaxBytes,
   });

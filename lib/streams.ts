@@ -62,6 +62,11 @@ export interface StreamLimits {
   replicas: number;
   /** JetStream de-duplication window for Nats-Msg-Id, in milliseconds. */
   duplicateWindowMs: number;
+  /**
+   * PROCESSED's window: a worker that published a batch but could not commit it republishes it
+   * under the same ids until it can, so this bounds how long such an outage stays duplicate-free.
+   */
+  processedDuplicateWindowMs?: number;
   /** Messages older than this are removed, in milliseconds; 0 keeps them forever. */
   maxAgeMs: number;
   /** Bytes per stream; -1 is unlimited (bounded by the server's JetStream storage). */
@@ -80,7 +85,7 @@ export function streamConfig(kind: StreamKind, limits: StreamLimits): Partial<St
     // silently deleting acknowledged ones that workers may not have processed yet.
     discard: DiscardPolicy.New,
     num_replicas: limits.replicas,
-    duplicate_window: limits.duplicateWindowMs * MS_TO_NANOS,
+    duplicate_window: (kind === 'processed' ? (limits.processedDuplicateWindowMs ?? limits.duplicateWindowMs) : limits.duplicateWindowMs) * MS_TO_NANOS,
     max_age: limits.maxAgeMs * MS_TO_NANOS,
     max_bytes: limits.maxBytes,
   };

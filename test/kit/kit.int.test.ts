@@ -16,6 +16,9 @@ describe('test kit', () => {
     expect(await streamsPresent(jsm)).toBe(true);
     const info = await jsm.streams.info(STREAMS.events);
     expect(info.config.duplicate_window).toBe(60_000 * 1_000_000);
+    await ensureStreams(jsm, { ...limits, processedDuplicateWindowMs: 3_600_000 });
+    expect((await jsm.streams.info(STREAMS.processed)).config.duplicate_window).toBe(3_600_000 * 1_000_000);
+    expect((await jsm.streams.info(STREAMS.events)).config.duplicate_window).toBe(120_000 * 1_000_000);
     expect(nc.info?.max_payload).toBe(8 * 1024 * 1024);
     await nc.close();
   });
