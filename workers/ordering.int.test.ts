@@ -3,7 +3,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { CapturedEvent } from '../lib/index.js';
 import { freshDatabase, startNats, waitFor } from '../test/kit/index.js';
-import { capture, connectAndCreateStreams, publishEvents, readProcessed, workerConfig, testDeps } from '../test/workers/harness.js';
+import { capture, connectAndCreateStreams, publishEvents, readProcessed, waitForCommitted, workerConfig, testDeps } from '../test/workers/harness.js';
 import { startWorker, type Worker } from './index.js';
 
 describe('worker ordering and merges', () => {
@@ -49,6 +49,7 @@ describe('worker ordering and merges', () => {
       // Person properties end at the last event of each distinct id.
       const db = new pg.Client({ connectionString: databaseUrl });
       await db.connect();
+      await waitForCommitted(db, [...realtime, ...historical]);
       const { rows } = await db.query<{ distinct_id: string; last: number }>(
         `SELECT d.distinct_id, (p.properties->>'last')::int AS last FROM person_distinct_ids d JOIN persons p ON p.uuid = d.person_uuid WHERE d.project_id = 9`,
       );
@@ -96,6 +97,7 @@ describe('worker ordering and merges', () => {
 
       const db = new pg.Client({ connectionString: databaseUrl });
       await db.connect();
+      await waitForCommitted(db, [...first, ...second]);
       const dangling = await db.query('SELECT d.distinct_id FROM person_distinct_ids d LEFT JOIN persons p ON p.uuid = d.person_uuid WHERE p.uuid IS NULL');
       expect(dangling.rows).toEqual([]);
       const { rows: persons } = await db.query<{ uuid: string; properties: Record<string, unknown>; is_identified: boolean; ids: string[] }>(

@@ -9,6 +9,7 @@ import {
   publishEvents,
   readProcessed,
   spawnWorker,
+  waitForCommitted,
   workerEnv,
   type WorkerProcess,
 } from '../test/workers/harness.js';
@@ -137,6 +138,7 @@ describe('worker processes', () => {
 
     const db = new pg.Client({ connectionString: databaseUrl });
     await db.connect();
+    await waitForCommitted(db, sent);
     const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM persons WHERE project_id = 2');
     expect(rows[0]!.n).toBe(211);
     await db.end();

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { CapturedEvent, NatsConnection } from '../lib/index.js';
 import { startNats, startPostgres, waitFor } from '../test/kit/index.js';
-import { capture, connectAndCreateStreams, publishEvents, readProcessed, workerConfig, testDeps } from '../test/workers/harness.js';
+import { capture, connectAndCreateStreams, publishEvents, readProcessed, waitForCommitted, workerConfig, testDeps } from '../test/workers/harness.js';
 import { startWorker } from './index.js';
 
 function events(projectId: number, from: number, count: number, ids: number): CapturedEvent[] {
@@ -53,6 +53,7 @@ describe('worker resilience', () => {
       expect(counter(metrics, 'spate_worker_batch_retries_total', 'reason="unavailable"')).toBeGreaterThan(0);
       const db = new pg.Client({ connectionString: databaseUrl });
       await db.connect();
+      await waitForCommitted(db, [...first, ...second]);
       const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM persons WHERE project_id = 7');
       expect(rows[0]!.n).toBe(300);
       const { rows: last } = await db.query<{ n: number }>(

@@ -8,6 +8,7 @@ import {
   connectAndCreateStreams,
   publishEvents,
   readProcessed,
+  waitForCommitted,
   workerConfig,
   testDeps,
   type ProcessedLine,
@@ -49,6 +50,7 @@ async function run(events: CapturedEvent[]): Promise<Map<string, ProcessedLine>>
   while (Date.now() < deadline) {
     const lines = await readProcessed(nc);
     if (sentinels.every((s) => lines.some((l) => l.uuid === s.uuid))) {
+      await waitForCommitted(db, [...events, ...sentinels]);
       const mine = new Set(events.map((e) => `${e.project_id}:${e.uuid}`));
       return byUuid(lines.filter((l) => !want.has(l.uuid) && mine.has(`${l.project_id}:${l.uuid}`) && l.msgId.length > 0 && !seen.has(l.msgId)));
     }

@@ -1,6 +1,7 @@
 // Test helpers for workers: streams on a real nats-server, captured events published the way the
 // ingest node does (NDJSON, Nats-Msg-Id, Spate-Events, subject by shard), PROCESSED read back.
 import { spawn, type ChildProcess } from 'node:child_process';
+import type pg from 'pg';
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import {
@@ -149,6 +150,30 @@ export async function waitForProcessed(nc: NatsConnection, count: number, timeou
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`timed out waiting for ${count} processed events (have ${lines.length})`);
+}
+
+/**
+ * Waits until every one of `events` is committed to Postgres. A worker publishes a batch to
+ * PROCESSED before it commits (a replay re-publishes under the same ids), so a line on PROCESSED
+ * does not yet mean its person writes are visible; the batch's dedup rows commit with them.
+ */
+export async function waitForCommitted(db: pg.Pool | pg.ClientBase, events: readonly CapturedEvent[], timeoutMs = 30_000): Promise<void> {
+  const keys = new Map(events.map((e) => [`${e.project_id}:${e.uuid}`, e]));
+  const projects = [...keys.values()].map((e) => e.project_id);
+  const uuids = [...keys.values()].map((e) => e.uuid);
+  const deadline = Date.now() + timeoutMs;
+  let committed = 0;
+  while (Date.now() < deadline) {
+    const { rows } = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM event_dedup d
+       JOIN unnest($1::int[], $2::uuid[]) AS i(project_id, uuid) ON d.project_id = i.project_id AND d.uuid = i.uuid`,
+      [projects, uuids],
+    );
+    committed = rows[0]!.n;
+    if (committed >= keys.size) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${keys.size} events to commit (have ${committed})`);
 }
 
 export function byUuid(lines: readonly ProcessedLine[]): Map<string, ProcessedLine> {
