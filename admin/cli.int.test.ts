@@ -81,7 +81,7 @@ describe('spate admin CLI', () => {
     expect(missing.stderr).toContain('no user with email nobody@example.com');
   });
 
-  it('cli - user is idempotent and updates the membership level; the last owner is kept', async () => {
+  it('cli - user is idempotent, updates the membership level only when --level is given; the last owner is kept', async () => {
     const owner = await f.newUser('cli-owner2@example.com');
     const first = await cli(['user', '--email', 'repeat@example.com']);
     const second = await cli(['user', '--email', 'REPEAT@example.com'.replace('REPEAT', 'repeat'), '--organization', owner.organizationId]);
@@ -92,6 +92,9 @@ describe('spate admin CLI', () => {
     const promoted = await cli(['user', '--email', 'repeat@example.com', '--organization', owner.organizationId, '--level', '15']);
     expect(promoted.out).toContain('updated repeat@example.com');
     expect(promoted.out).toContain('as owner');
+    // Run again without --level: the membership keeps its level.
+    const again = await cli(['user', '--email', 'repeat@example.com', '--organization', owner.organizationId]);
+    expect(again.out).toContain('as owner');
     // Two owners: one may step down; then the other is the only owner and may not.
     expect((await cli(['user', '--email', owner.email, '--organization', owner.organizationId, '--level', '1'])).code).toBe(0);
     const refused = await cli(['user', '--email', 'repeat@example.com', '--organization', owner.organizationId, '--level', '8']);

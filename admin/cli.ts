@@ -94,8 +94,9 @@ async function userCommand(args: string[], io: CliIo): Promise<void> {
   });
   const email = requireEmail(values.email);
   if (values.level !== undefined && values.organization === undefined) throw new UsageError('--level needs --organization');
-  const level = values.level === undefined ? 1 : Number(values.level);
-  if (![1, 8, 15].includes(level)) throw new UsageError(`--level must be 1 (member), 8 (admin) or 15 (owner), not ${String(values.level)}`);
+  // Without --level a new membership is a member's and an existing one keeps its level.
+  const requested = values.level === undefined ? undefined : Number(values.level);
+  if (requested !== undefined && ![1, 8, 15].includes(requested)) throw new UsageError(`--level must be 1 (member), 8 (admin) or 15 (owner), not ${String(values.level)}`);
   const organization = values.organization;
   if (organization !== undefined && !isUuid(organization)) throw new UsageError(`--organization must be an organization id (uuid), not ${String(values.organization)}`);
 
@@ -107,6 +108,7 @@ async function userCommand(args: string[], io: CliIo): Promise<void> {
         const org = await db.query<{ name: string }>('select name from organizations where id = $1 for no key update', [organization]);
         if (!org.rows[0]) throw new Error(`no organization ${organization}`);
         const current = await findMemberByUserId(db, organization, user.id);
+        const level = requested ?? current?.level ?? 1;
         if (current?.level === 15 && level !== 15 && (await countOwners(db, organization)) <= 1) {
           throw new Error(`${user.email} is the only owner of ${org.rows[0].name}; make someone else owner first`);
         }

@@ -45,6 +45,10 @@ describe('admin http', () => {
     const created = await f.api('POST', '/api/organizations/', { body: { name: 'Body key', personal_api_key: owner.key } });
     expect(created.status).toBe(201);
     expect((await f.api('GET', `/api/organizations/?personal_api_key=phx_bad`, { key: owner.key })).status).toBe(200);
+    // Pagination links never repeat a key given in the query string.
+    const page = await f.api('GET', `/api/organizations/?limit=1&personal_api_key=${owner.key}`);
+    expect(page.body.next).toMatch(/[?&]offset=1/);
+    expect(page.body.next).not.toContain('personal_api_key');
   });
 
   it('auth - a deleted key stops working at once', async () => {
@@ -220,6 +224,9 @@ describe('admin http', () => {
       '{"plugin":99999999999,"order":1}',
       '{"plugin.json":"{\\"name\\":5}","x":null}',
       '{"capabilities":{"methods":null},"config_schema":null}',
+      // Valid JSON that jsonb cannot store: NUL and a lone surrogate inside free-form objects.
+      '{"metrics":{"a":"\\u0000"},"public_jobs":{"\\ud800":1},"config":{"k":"\\u0000"},"enabled":true}',
+      '{"config_schema":[{"key":"\\udc00"}],"plugin.json":"{\\"name\\":\\"a\\\\u0000\\",\\"config\\":{\\"\\\\u0000\\":1}}"}',
     ];
     const types = ['application/json', 'application/json; charset=latin1', 'application/JSON', 'text/plain', 'application/json;;'];
     for (const path of paths) {

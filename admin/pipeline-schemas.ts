@@ -4,12 +4,13 @@ import { z } from 'zod';
 import { BATCH_EXPORT_INTERVALS, PLUGIN_LOG_SOURCES, PLUGIN_LOG_TYPES } from '../lib/index.js';
 import { DESTINATION_TYPES } from './batch-export-destinations.js';
 import { parseTimestamp } from './consumers/lines.js';
-import { text } from './http/validation.js';
+import { storable, text } from './http/validation.js';
 import { apiSchemas, integerId, organizationChildPath, paginated } from './schemas.js';
 
 const datetime = () => z.string().meta({ format: 'date-time' });
 const uuid = () => z.guid();
-const jsonObject = () => z.record(z.string(), z.unknown());
+/** A free-form JSON object (stored as jsonb, so no NUL or lone surrogate anywhere inside). */
+const jsonObject = () => storable(z.record(z.string(), z.unknown()));
 
 export const DATETIME_FORMAT_MESSAGE = 'Datetime has wrong format. Use one of these formats instead: YYYY-MM-DDThh:mm[:ss[.uuuuuu]][+HH:MM|-HH:MM|Z].';
 
@@ -176,7 +177,7 @@ const pluginFields = {
   name: text(200).min(1),
   description: text(10_000),
   icon: text(10_000).nullable(),
-  config_schema: z.union([z.array(z.unknown()), jsonObject()], { error: 'Expected a list of fields or a dictionary.' }).meta({ description: 'A list of fields ({key, name, type, required, secret, …})' }),
+  config_schema: storable(z.union([z.array(z.unknown()), jsonObject()], { error: 'Expected a list of fields or a dictionary.' })).meta({ description: 'A list of fields ({key, name, type, required, secret, …})' }),
   tag: text(200).nullable(),
   is_global: z.boolean().meta({ description: 'Visible to every organization; needs plugins_access_level 9' }),
   capabilities: capabilities(),

@@ -122,6 +122,10 @@ describe('plugin configs', () => {
     expect(list.body.results.map((c: { id: number }) => c.id)).not.toContain(config.id);
     expect((await f.api('GET', `${base}${config.id}/`, { key: owner.key })).body).toMatchObject({ deleted: true, enabled: false });
     expect((await f.api('DELETE', `${base}${config.id}/`, { key: owner.key })).status).toBe(204);
+    const enableOnly = await f.api('PATCH', `${base}${config.id}/`, { key: owner.key, body: { enabled: true } });
+    expect(enableOnly.status).toBe(400);
+    expect(enableOnly.body).toMatchObject({ code: 'validation_error', attr: 'enabled' });
+    expect((await f.api('GET', `${base}${config.id}/`, { key: owner.key })).body).toMatchObject({ deleted: true, enabled: false });
     const back = await f.api('PATCH', `${base}${config.id}/`, { key: owner.key, body: { deleted: false, enabled: true } });
     expect(back.body).toMatchObject({ deleted: false, enabled: true });
     expect((await f.api('DELETE', `${base}999999/`, { key: owner.key })).body).toEqual(notFound);

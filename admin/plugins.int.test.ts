@@ -199,6 +199,13 @@ describe('pipeline plugins', () => {
     expect(config.status).toBe(201);
     expect((await f.api('PATCH', `${makerBase}${global.id}/`, { key: maker.key, body: { is_global: false } })).status).toBe(200);
     expect((await f.api('GET', `${base}${global.id}/`, { key: user.key })).status).toBe(200);
+    // Deleting the maker's organization would take the other project's config with its plugin: refused until it is gone.
+    const orgDelete = await f.api('DELETE', `/api/organizations/${maker.organizationId}/`, { key: maker.key });
+    expect(orgDelete.status).toBe(400);
+    expect(orgDelete.body.detail).toMatch(/^1 plugin config\(s\) in other organizations' projects/);
+    expect((await f.api('GET', `/api/projects/${user.projectId}/plugin_configs/${config.body.id}/`, { key: user.key })).status).toBe(200);
+    expect((await f.api('DELETE', `/api/projects/${user.projectId}/plugin_configs/${config.body.id}/`, { key: user.key })).status).toBe(204);
+    expect((await f.api('DELETE', `/api/organizations/${maker.organizationId}/`, { key: maker.key })).status).toBe(204);
   });
 
   it('plugins - DELETE uninstalls the plugin and its configs (they leave the workers’ bucket); transformations have no DELETE', async () => {
@@ -260,6 +267,11 @@ describe('pipeline plugins', () => {
     expect((await files()).find((r) => r.filename === 'plugin.json')!.source).toBe(JSON.stringify(manifest));
     const activity = (await f.db.query("select detail from activity_log where scope = 'Plugin' and item_id = $1 and activity = 'source_updated' order by created_at", [String(plugin.id)])).rows;
     expect(activity.map((a) => a.detail.files)).toEqual([['plugin.json', 'index.ts', 'README.md'], ['README.md', 'index.ts']]);
+    // A key sent in the body authenticates and is never stored as a file.
+    const bodyKey = await f.api('PATCH', path, { body: { personal_api_key: owner.key, 'extra.ts': 'x' } });
+    expect(bodyKey.status).toBe(200);
+    expect((await files()).map((r) => r.filename)).toEqual(['extra.ts', 'index.ts', 'plugin.json']);
+    expect(JSON.stringify((await f.db.query('select detail from activity_log where item_id = $1', [String(plugin.id)])).rows)).not.toContain(owner.key);
   });
 
   it('plugins - check_for_updates, source and upgrade answer 200 with an empty body', async () => {

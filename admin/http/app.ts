@@ -5,7 +5,7 @@ import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } fr
 import { ApiError, Counter, type Registry } from '../../lib/index.js';
 import type { Services } from '../services.js';
 import { apiError, toErrorResponse } from '../errors.js';
-import { authenticate, requireScope } from './authenticate.js';
+import { API_KEY_FIELD, authenticate, requireScope } from './authenticate.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { bodyReader, type Route } from './route.js';
 import { validate } from './validation.js';
@@ -121,13 +121,16 @@ export function buildApp(options: AppOptions) {
           // A malformed id cannot name anything that exists.
           throw apiError('not_found');
         }
+        // The key is a credential, never data: handlers (which may store a body verbatim, as
+        // update_source does) and the links they build never see it.
+        const rawBody = withoutApiKey(request.body);
         const result = await route.handler({
           principal,
           params,
           query,
           url: requestUrl(request),
-          rawBody: request.body,
-          body: bodyReader(request.body),
+          rawBody,
+          body: bodyReader(rawBody),
           services,
         });
         reply.code(result.status);
@@ -169,12 +172,24 @@ export function buildApp(options: AppOptions) {
   return app;
 }
 
-/** The absolute URL the client used (X-Forwarded-* only when ADMIN_TRUST_PROXY is set). */
+/**
+ * The absolute URL the client used (X-Forwarded-* only when ADMIN_TRUST_PROXY is set), less a
+ * `personal_api_key` query parameter, so pagination links never repeat the caller's key.
+ */
 function requestUrl(request: FastifyRequest): URL {
   const host = request.host || `${request.hostname}`;
+  let url: URL;
   try {
-    return new URL(request.url, `${request.protocol}://${host}`);
+    url = new URL(request.url, `${request.protocol}://${host}`);
   } catch {
-    return new URL(request.url, 'http://localhost');
+    url = new URL(request.url, 'http://localhost');
   }
+  url.searchParams.delete(API_KEY_FIELD);
+  return url;
+}
+
+function withoutApiKey(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || !(API_KEY_FIELD in body)) return body;
+  const { [API_KEY_FIELD]: _key, ...rest } = body as Record<string, unknown>;
+  return rest;
 }

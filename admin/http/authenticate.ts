@@ -9,6 +9,9 @@ import type { Principal } from './route.js';
 
 const BEARER = /^Bearer\s+(\S.*)$/;
 
+/** The body field and query parameter that may carry a personal API key. */
+export const API_KEY_FIELD = 'personal_api_key';
+
 interface FoundKey {
   key: string;
   source: 'Authorization header' | 'body' | 'query string';
@@ -23,10 +26,10 @@ export function findPersonalApiKey(
   // `pha_` tokens are OAuth access tokens in PostHog, never personal keys.
   if (bearer && !bearer[1]!.startsWith('pha_')) return { key: bearer[1]!.trim(), source: 'Authorization header' };
   if (typeof body === 'object' && body !== null && !Array.isArray(body)) {
-    const value = (body as Record<string, unknown>).personal_api_key;
+    const value = (body as Record<string, unknown>)[API_KEY_FIELD];
     if (typeof value === 'string' && value !== '') return { key: value, source: 'body' };
   }
-  const fromQuery = query.personal_api_key;
+  const fromQuery = query[API_KEY_FIELD];
   if (typeof fromQuery === 'string' && fromQuery !== '') return { key: fromQuery, source: 'query string' };
   return undefined;
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type z } from 'zod';
 import { ApiError } from '../../lib/index.js';
+import { pluginCreate } from '../pipeline-schemas.js';
 import { domainCreate, inviteCreate, organizationCreate } from '../schemas.js';
 import { normalizeEmail, validate } from './validation.js';
 
@@ -53,6 +54,14 @@ describe('validation', () => {
     expect(failure(organizationCreate, { name: 'a\ud800b' })).toMatchObject({ detail: 'Invalid Unicode: unpaired surrogate.' });
     const tricky = "O'Brien \"; DROP TABLE users; -- ∑ 😀 \\ %_ $1";
     expect(validate(organizationCreate, { name: tricky }).name).toBe(tricky);
+  });
+
+  it('validation - free-form JSON (stored as jsonb) refuses NUL and lone surrogates in any key or value, naming where', () => {
+    expect(failure(pluginCreate, { metrics: { a: { b: ['ok', 'x\u0000'] } } })).toMatchObject({ detail: 'Null characters are not allowed.', attr: 'metrics__a__b__1' });
+    expect(failure(pluginCreate, { public_jobs: { ['k\udc00']: 1 } })).toMatchObject({ detail: 'Invalid Unicode: unpaired surrogate.', attr: 'public_jobs__k\udc00' });
+    expect(failure(pluginCreate, { config_schema: [{ key: 'url', name: '\u0000' }] })).toMatchObject({ attr: 'config_schema__0__name' });
+    const kept = { nested: [1, null, true, { '😀': "O'Brien \\u0000 as text" }] };
+    expect(validate(pluginCreate, { metrics: kept }).metrics).toEqual(kept);
   });
 
   it('validation - domains must be lowercase host names with a TLD', () => {

@@ -76,16 +76,45 @@ export function validate<T extends z.ZodType>(schema: T, data: unknown, attrPref
 // --- Field helpers shared by request schemas -------------------------------------------------
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** Why PostgreSQL cannot store `s` verbatim, if it cannot: NUL (neither text nor jsonb holds it) or a lone UTF-16 surrogate (no UTF-8 form; it would come back as U+FFFD). */
+function unstorableString(s: string): string | undefined {
+  if (s.includes('\u0000')) return 'Null characters are not allowed.';
+  if (LONE_SURROGATE.test(s)) return 'Invalid Unicode: unpaired surrogate.';
+  return undefined;
+}
 
-/**
- * A string PostgreSQL can store verbatim: no NUL (text cannot hold it) and no lone UTF-16
- * surrogate (it has no UTF-8 form and would come back as U+FFFD).
- */
+/** A string PostgreSQL can store verbatim. */
 export function text(maxLength?: number) {
   const base = maxLength === undefined ? z.string() : z.string().max(maxLength);
-  return base
-    .refine((s) => !s.includes('\u0000'), { message: 'Null characters are not allowed.', abort: true })
-    .refine((s) => !LONE_SURROGATE.test(s), { message: 'Invalid Unicode: unpaired surrogate.' });
+  return base.superRefine((s, ctx) => {
+    const message = unstorableString(s);
+    if (message) ctx.addIssue({ code: 'custom', message });
+  });
+}
+
+/** Where inside a JSON value (keys included) a string sits that PostgreSQL cannot store, and why. */
+export function unstorableJson(value: unknown, path: PropertyKey[] = []): { path: PropertyKey[]; message: string } | undefined {
+  if (typeof value === 'string') {
+    const message = unstorableString(value);
+    return message ? { path, message } : undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  const entries: [PropertyKey, unknown][] = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+  for (const [key, inner] of entries) {
+    const keyMessage = typeof key === 'string' ? unstorableString(key) : undefined;
+    if (keyMessage) return { path: [...path, key], message: keyMessage };
+    const found = unstorableJson(inner, [...path, key]);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+/** `schema`, refusing values with strings PostgreSQL cannot store (see unstorableJson). */
+export function storable<T extends z.ZodType>(schema: T): T {
+  return schema.superRefine((value, ctx) => {
+    const found = unstorableJson(value);
+    if (found) ctx.addIssue({ code: 'custom', message: found.message, path: found.path });
+  });
 }
 
 /** An email address; its domain part is lowercased by the caller (normalizeEmail). */

@@ -1,5 +1,6 @@
 // /api/organizations/: organizations the key's user belongs to.
 import { inTransaction } from '../db/pool.js';
+import { apiError } from '../errors.js';
 import { paginate, pageOf } from '../http/pagination.js';
 import { defineRoute } from '../http/route.js';
 import {
@@ -15,6 +16,7 @@ import {
   getOrganizationJson,
   LEVEL,
   listOrganizations,
+  pluginConfigsElsewhere,
   updateOrganization,
 } from '../store/organizations.js';
 import { organizationOr404 } from './common.js';
@@ -111,6 +113,14 @@ export const organizationRoutes = [
     async handler({ principal, params, services }) {
       const tokens = await inTransaction(services.pool, async (db) => {
         const org = await organizationOr404(db, principal, params.id, { lock: true, minLevel: LEVEL.owner });
+        // Its plugins go with it, and so would other organizations' configs of them.
+        const elsewhere = await pluginConfigsElsewhere(db, org.id);
+        if (elsewhere > 0) {
+          throw apiError(
+            'validation_error',
+            `${elsewhere} plugin config(s) in other organizations' projects use this organization's global plugins; they must be removed there first.`,
+          );
+        }
         return deleteOrganization(db, org.id);
       });
       await services.projectsKv.sync(tokens);

@@ -196,6 +196,11 @@ export const pluginConfigRoutes: Route[] = [
       const { updated, answer } = await inTransaction(services.pool, async (db) => {
         const { project, config } = await configOr404(db, principal, params, true);
         const input = body(pluginConfigUpdate);
+        // A deleted config stays disabled until it is undeleted (the table enforces it too);
+        // "deleted": true with "enabled": true deletes, as a delete always disables.
+        if (input.enabled === true && input.deleted === undefined && config.deleted) {
+          throw apiError('validation_error', 'A deleted plugin config cannot be enabled; send "deleted": false with it.', 'enabled');
+        }
         const updated = await updatePluginConfig(db, project.id, config.id, {
           enabled: input.enabled,
           order: input.order,

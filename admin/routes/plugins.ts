@@ -8,6 +8,7 @@ import { inTransaction, type Queryable } from '../db/pool.js';
 import { apiError, notFound } from '../errors.js';
 import { paginate, pageOf } from '../http/pagination.js';
 import { defineRoute, type Principal, type Route } from '../http/route.js';
+import { unstorableJson } from '../http/validation.js';
 import {
   paginatedPlugins,
   pluginCreate,
@@ -329,6 +330,9 @@ function collectionRoutes(collection: PluginCollection): Route[] {
             if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
               throw apiError('validation_error', 'plugin.json must be a JSON object.', 'plugin.json');
             }
+            // Escapes like \u0000 pass as text but not once parsed into the plugin's columns.
+            const unstorable = unstorableJson(parsed);
+            if (unstorable) throw apiError('validation_error', `plugin.json: ${unstorable.message}`, 'plugin.json');
             const { name, config } = parsed as { name?: unknown; config?: unknown };
             if (typeof name === 'string' && name.trim() !== '' && name !== plugin.name) fields.name = name.slice(0, 200);
             if (config !== undefined && JSON.stringify(config) !== JSON.stringify(plugin.config_schema)) fields.config_schema = config;

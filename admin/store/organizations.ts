@@ -191,6 +191,20 @@ export async function updateOrganization(db: Queryable, id: string, fields: Orga
 }
 
 /** Deletes the organization and everything in it; returns the API tokens of its projects. */
+/**
+ * Configs in other organizations' projects of plugins this organization owns (a global plugin,
+ * or one that was global). Deleting the organization would delete them with its plugins.
+ */
+export async function pluginConfigsElsewhere(db: Queryable, id: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `select count(*)::int as n from plugin_configs c
+     join plugins p on p.id = c.plugin_id join projects t on t.id = c.team_id
+     where p.organization_id = $1 and t.organization_id <> $1 and not c.deleted`,
+    [id],
+  );
+  return rows[0]!.n;
+}
+
 export async function deleteOrganization(db: Queryable, id: string): Promise<string[]> {
   const { rows } = await db.query<{ api_token: string }>('delete from projects where organization_id = $1 returning api_token', [id]);
   await db.query('delete from organizations where id = $1', [id]);
