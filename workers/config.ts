@@ -27,7 +27,11 @@ export const workerConfigDefinition = {
   ),
   batchMaxEvents: setting('WORKER_BATCH_MAX_EVENTS', envInt(10_000, 1), 'most events processed in one batch (one transaction)'),
   batchMaxBytes: setting('WORKER_BATCH_MAX_BYTES', envBytes('8MiB'), 'most source bytes processed in one batch'),
-  fetchMaxBytes: setting('WORKER_FETCH_MAX_BYTES', envBytes('4MiB'), 'bytes each shard consumer asks JetStream for ahead of processing'),
+  fetchMaxBytes: setting(
+    'WORKER_FETCH_MAX_BYTES',
+    envBytes('2MiB'),
+    "bytes each shard consumer asks JetStream for ahead of processing (all of a worker's shards share one connection, whose unread bytes the server bounds with max_pending)",
+  ),
   publishPartBytes: setting('WORKER_PUBLISH_PART_BYTES', envBytes('1MiB'), 'source bytes packed into one PROCESSED message'),
   dedupWindow: setting(
     'WORKER_DEDUP_WINDOW',

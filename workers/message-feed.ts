@@ -1,6 +1,12 @@
 // One (stream, shard) read in stream order from a start sequence: an ordered consumer (it
 // re-creates itself after gaps and NATS restarts) pumped into a bounded buffer, from which the
 // processor takes whatever has arrived. Under load batches grow; idle, they stay small and quick.
+//
+// An ordered consumer can also go silent for good: messages the server sent just before it cut
+// the connection (a slow consumer) are never sent again (no acks), and nats.js resumes pulling
+// without noticing the gap; a message bigger than a pull asks for is never delivered at all. So
+// the processor probes the stream when a feed has been quiet (partition-processor.ts) and opens
+// a new feed when something is there that never arrived.
 import type { ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { HEADER_EVENT_COUNT } from '../lib/index.js';
 
@@ -10,8 +16,12 @@ export interface FeedOptions {
   startSeq: number;
   /** Bytes the consumer asks JetStream for ahead of processing. */
   fetchMaxBytes: number;
-  /** Largest message the server accepts (every pull must have room for one). */
-  maxPayload: number;
+  /**
+   * Largest message expected: every pull has room for one (a bigger one would never be
+   * delivered). Kept small, since all of a worker's pulls share one connection whose unread
+   * bytes the server bounds (max_pending); a bigger message is found by the stall probe.
+   */
+  messageMaxBytes: number;
   /** The pump stops reading when this much is buffered (memory bound per shard). */
   bufferMaxBytes: number;
 }
@@ -32,17 +42,24 @@ export class MessageFeed {
   private wakeReader: (() => void) | undefined;
   private wakePump: (() => void) | undefined;
   private pumping: Promise<void> = Promise.resolve();
+  /** Stream sequence of the last message received, and when (performance.now()). */
+  lastSeq: number;
+  lastReceivedAt = performance.now();
+  /** Messages after the last received one, as the server counted when it sent it. */
+  private pendingAfterLast = 0;
 
-  constructor(private readonly js: JetStreamClient, private readonly options: FeedOptions) {}
+  constructor(private readonly js: JetStreamClient, private readonly options: FeedOptions) {
+    this.lastSeq = options.startSeq - 1;
+  }
 
   async open(): Promise<void> {
     const o = this.options;
     const consumer = await this.js.consumers.get(o.stream, { filter_subjects: o.filterSubject, opt_start_seq: o.startSeq });
     // A pull asks for max_bytes less what is in flight, and a message larger than what a pull asks
     // for is never delivered (409, the consumer stalls). Refilling only when at most fetchMaxBytes
-    // are in flight makes every pull ask for at least one whole max-size message.
+    // are in flight makes every pull ask for at least one whole message of messageMaxBytes.
     this.messages = await consumer.consume({
-      max_bytes: o.fetchMaxBytes + o.maxPayload + 64 * 1024,
+      max_bytes: o.fetchMaxBytes + o.messageMaxBytes + 64 * 1024,
       threshold_bytes: o.fetchMaxBytes,
       expires: 5_000,
     });
@@ -52,6 +69,9 @@ export class MessageFeed {
   private async pump(messages: ConsumerMessages): Promise<void> {
     try {
       for await (const m of messages) {
+        this.lastSeq = m.seq;
+        this.lastReceivedAt = performance.now();
+        this.pendingAfterLast = m.info.pending;
         this.buffer.push(m);
         this.bufferedBytes += m.data.length;
         this.wake();
@@ -94,6 +114,11 @@ export class MessageFeed {
     });
     clearTimeout(timer);
     this.wakeReader = undefined;
+  }
+
+  /** Messages of the shard not yet processed: buffered, plus what the server had left after the last one it sent. */
+  lag(): number {
+    return this.buffer.length + this.pendingAfterLast;
   }
 
   /** Last buffered message, to see how far the stream goes without taking anything. */

@@ -1,21 +1,59 @@
 // The worker's Prometheus metrics (served at /metrics).
 import { Counter, Gauge, Histogram, createMetricsRegistry, type Registry } from '../lib/index.js';
 
+/** What a partition this worker runs reports at each scrape. */
+export interface PartitionGauges {
+  stream: string;
+  shard: number;
+  /** Last committed stream sequence. */
+  position: number;
+  /** Messages of the shard in the stream and not yet processed (undefined until known). */
+  lag: number | undefined;
+}
+
 export function createWorkerMetrics() {
   const registry: Registry = createMetricsRegistry('worker');
   const r = [registry];
+  // Read from the running partitions at scrape time: a stalled or retrying shard shows its lag
+  // growing, and a shard this worker no longer runs drops out instead of keeping its last value.
+  const partitions = new Set<() => PartitionGauges>();
+  const collectPartitions = function (this: Gauge, pick: (g: PartitionGauges) => number | undefined) {
+    this.reset();
+    for (const read of partitions) {
+      const g = read();
+      const value = pick(g);
+      if (value !== undefined) this.set({ stream: g.stream, shard: String(g.shard) }, value);
+    }
+  };
   return {
     registry,
+    /** Reports a running partition's position and lag until the returned function is called. */
+    trackPartition(read: () => PartitionGauges): () => void {
+      partitions.add(read);
+      return () => partitions.delete(read);
+    },
     consumerLag: new Gauge({
       name: 'spate_worker_consumer_lag_messages',
       help: 'Messages of a (stream, shard) stored in JetStream and not yet processed by this worker',
       labelNames: ['stream', 'shard'],
       registers: r,
+      collect() {
+        collectPartitions.call(this, (g) => g.lag);
+      },
     }),
     position: new Gauge({
       name: 'spate_worker_position',
       help: 'Last committed stream sequence of a (stream, shard) owned by this worker',
       labelNames: ['stream', 'shard'],
+      registers: r,
+      collect() {
+        collectPartitions.call(this, (g) => g.position);
+      },
+    }),
+    feedRestarts: new Counter({
+      name: 'spate_worker_feed_restarts_total',
+      help: 'Shard consumers opened again because a message in the stream never arrived (lost when NATS cut a slow connection, or bigger than a pull)',
+      labelNames: ['stream'],
       registers: r,
     }),
     processingLatency: new Histogram({

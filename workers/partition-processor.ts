@@ -6,7 +6,7 @@
 // A crash after publishing and before COMMIT replays the planned batch exactly: same ids, and
 // JetStream drops the copies inside its duplicate window.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager, JsMsg, MsgRequest } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { HEADER_EVENT_COUNT, STREAMS, shardFilter, type Logger, type StreamKind } from '../lib/index.js';
@@ -56,6 +56,16 @@ class StoppedError extends Error {
   override name = 'StoppedError';
 }
 
+/** A message is in the stream that the shard's consumer never delivered: open a new one. */
+class FeedStalledError extends Error {
+  override name = 'FeedStalledError';
+}
+
+/** How long a feed may stay quiet before the stream is asked whether it holds more for the shard. */
+const STALL_PROBE_MS = 5_000;
+/** Largest message expected at first (ingest's and the workers' default message size). */
+const EXPECTED_MESSAGE_BYTES = 1024 * 1024;
+
 export class PartitionProcessor {
   readonly streamName: string;
   private stopping = false;
@@ -67,6 +77,10 @@ export class PartitionProcessor {
   private planned: number | undefined;
   private feed: MessageFeed | undefined;
   private readonly log: Logger;
+  /** Room each pull keeps for one message; grows when a bigger one is found stuck. */
+  private messageMaxBytes = EXPECTED_MESSAGE_BYTES;
+  private lastProbeAt = 0;
+  private untrack: (() => void) | undefined;
 
   constructor(
     readonly kind: StreamKind,
@@ -81,7 +95,13 @@ export class PartitionProcessor {
   }
 
   start(): void {
-    this.running ??= this.run();
+    this.untrack ??= this.ctx.metrics.trackPartition(() => ({
+      stream: this.streamName,
+      shard: this.shard,
+      position: this.position,
+      lag: this.feed?.lag(),
+    }));
+    this.running ??= this.run().finally(() => this.untrack?.());
   }
 
   /** Stops fetching, lets the batch in flight commit (or give up if it cannot), and returns. */
@@ -114,9 +134,9 @@ export class PartitionProcessor {
           filterSubject: shardFilter(this.kind, this.shard),
           startSeq: this.position + 1,
           fetchMaxBytes: limits.fetchMaxBytes,
-          maxPayload: this.ctx.maxPayload(),
+          messageMaxBytes: this.messageMaxBytes,
           // Room for a whole planned batch plus what the consumer has in flight.
-          bufferMaxBytes: limits.maxBytes + limits.fetchMaxBytes + this.ctx.maxPayload(),
+          bufferMaxBytes: limits.maxBytes + limits.fetchMaxBytes + this.messageMaxBytes,
         });
         await feed.open();
         this.feed = feed;
@@ -125,6 +145,7 @@ export class PartitionProcessor {
           const batch = await this.nextBatch(feed, this.planned);
           if (!batch) {
             if (feed.ended) throw feed.error instanceof Error ? feed.error : new Error(`consumer ended: ${String(feed.error)}`);
+            await this.probeForStall(feed);
             continue;
           }
           await this.processWithRetry(batch.messages, batch.end, batch.end === this.planned);
@@ -137,6 +158,11 @@ export class PartitionProcessor {
           return;
         }
         if (this.stopping || err instanceof StoppedError) break;
+        if (err instanceof FeedStalledError) {
+          this.ctx.metrics.feedRestarts.inc({ stream: this.streamName });
+          this.log.warn({ reason: err.message, position: this.position }, 'shard consumer stalled: opening a new one from the committed position');
+          continue;
+        }
         failures++;
         this.ctx.metrics.batchRetries.inc({ reason: isTransientDbError(err) ? 'unavailable' : 'error' });
         this.log.warn({ err: errorText(err), failures }, 'partition failed: restarting it from the committed position');
@@ -145,6 +171,31 @@ export class PartitionProcessor {
         await feed?.close();
       }
     }
+  }
+
+  /**
+   * After STALL_PROBE_MS without a message, asks the stream for the shard's next message after the
+   * last one received; if there is one, the consumer lost it (or cannot deliver it) and must be
+   * replaced (FeedStalledError). Idle shards cost one lookup per STALL_PROBE_MS.
+   */
+  private async probeForStall(feed: MessageFeed): Promise<void> {
+    const now = performance.now();
+    if (now - feed.lastReceivedAt < STALL_PROBE_MS || now - this.lastProbeAt < STALL_PROBE_MS) return;
+    this.lastProbeAt = now;
+    let next: Awaited<ReturnType<JetStreamManager['streams']['getMessage']>>;
+    try {
+      // The server's MSG.GET takes next_by_subj (a wildcard too) since 2.9; nats.js types it only for direct gets.
+      const query = { seq: feed.lastSeq + 1, next_by_subj: shardFilter(this.kind, this.shard) } as unknown as MsgRequest;
+      next = await this.ctx.jsm.streams.getMessage(this.streamName, query);
+    } catch (err) {
+      // NATS unreachable: the consumer is waiting it out too; probe again later.
+      this.log.debug({ err: errorText(err) }, 'stall probe failed');
+      return;
+    }
+    if (!next || performance.now() - feed.lastReceivedAt < STALL_PROBE_MS) return;
+    // Room in every pull for this message, headers and all.
+    this.messageMaxBytes = Math.min(Math.max(this.messageMaxBytes, next.data.length + 16 * 1024), this.ctx.maxPayload());
+    throw new FeedStalledError(`message ${next.seq} (${next.data.length} bytes) is in the stream but never arrived`);
   }
 
   /**
@@ -322,9 +373,6 @@ export class PartitionProcessor {
     if (!committed) return;
     const { writes, result, warnings, duplicates, loaded, published } = committed;
     cache.applyCommitted(writes);
-    const labels = { stream: this.streamName, shard: String(this.shard) };
-    metrics.position.set(labels, end);
-    metrics.consumerLag.set(labels, messages[messages.length - 1]!.info.pending);
     for (const s of sources) metrics.processingLatency.observe({ stream: this.streamName }, Math.max(0, published - s.storedAtMs) / 1000);
     metrics.batchDuration.observe({ stream: this.streamName }, (performance.now() - started) / 1000);
     metrics.batchEvents.observe(parsed.events.length);

@@ -2,7 +2,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { CapturedEvent, NatsConnection } from '../lib/index.js';
-import { startNats, startPostgres, waitFor } from '../test/kit/index.js';
+import { startNats, startPostgres, startTcpProxy, waitFor } from '../test/kit/index.js';
 import { capture, connectAndCreateStreams, publishEvents, readProcessed, waitForCommitted, workerConfig, testDeps } from '../test/workers/harness.js';
 import { startWorker } from './index.js';
 
@@ -82,6 +82,36 @@ describe('worker resilience', () => {
       const small = events(11, 0, 200, 10);
       await publishEvents(js, small, { perMessage: 5 });
       await expectExactlyOnce(nc, [...big, ...small]);
+    } finally {
+      await worker.stop();
+      await nc.close();
+    }
+  });
+
+  it('lost in flight - messages NATS sent just before the connection was cut are fetched again', async () => {
+    // What a server dropping a slow consumer (or a network cut) does: messages it already sent
+    // never arrive, and with no acks it never sends them again. nats.js resumes pulling without
+    // noticing, so a shard with nothing more to come would wait forever; the stall probe finds
+    // the messages in the stream and reopens the shard's consumer.
+    await using nats = await startNats();
+    await using proxy = await startTcpProxy(nats.url);
+    await using postgres = await startPostgres();
+    const databaseUrl = await postgres.createDatabase();
+    const { nc, js } = await connectAndCreateStreams(nats.url);
+    const worker = await startWorker(workerConfig(proxy.url, databaseUrl), testDeps());
+    try {
+      const first = events(13, 0, 320, 40);
+      await publishEvents(js, first, { perMessage: 10 });
+      await expectExactlyOnce(nc, first);
+      proxy.hold();
+      const second = events(13, 320, 1_600, 40);
+      await publishEvents(js, second, { perMessage: 10 });
+      // The server sends all of it into the held connection (the shards' pulls have room).
+      await new Promise((r) => setTimeout(r, 500));
+      proxy.cut();
+      await expectExactlyOnce(nc, [...first, ...second], 60_000);
+      const metrics = await worker.metrics.registry.metrics();
+      expect(counter(metrics, 'spate_worker_feed_restarts_total', 'stream="EVENTS"')).toBeGreaterThan(0);
     } finally {
       await worker.stop();
       await nc.close();

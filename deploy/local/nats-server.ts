@@ -16,6 +16,8 @@ export interface NatsNodeOptions {
   serverName: string;
   /** Largest message a client may publish. Ingest packs events into messages up to this size. */
   maxPayload?: number;
+  /** Bytes the server buffers for a slow client before cutting it off (base.conf's max_pending otherwise). */
+  maxPending?: number;
   cluster?: { name: string; port: number; routePorts: number[] };
   binary?: string;
 }
@@ -51,10 +53,8 @@ export function natsConfigText(o: NatsNodeOptions): string {
     `listen: "${host}:${o.port}"`,
     `http: "${host}:${o.monitorPort}"`,
   ];
-  if (o.maxPayload !== undefined) {
-    // Keep the base's ratio: room for four messages of the largest size per slow consumer.
-    lines.push(`max_payload: ${o.maxPayload}`, `max_pending: ${Math.max(64 * 1024 * 1024, 4 * o.maxPayload)}`);
-  }
+  if (o.maxPayload !== undefined) lines.push(`max_payload: ${o.maxPayload}`);
+  if (o.maxPending !== undefined) lines.push(`max_pending: ${o.maxPending}`);
   lines.push(
     `jetstream {`,
     `  store_dir: ${JSON.stringify(o.dir)}`, // the server adds its own jetstream/ below it

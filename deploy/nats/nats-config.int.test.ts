@@ -96,14 +96,14 @@ describe('nats config files', () => {
     expect(base).not.toMatch(/^\s*include\b/m);
   });
 
-  it('nats config - a launcher node runs with base.conf max_payload (8 MiB) and max_pending; maxPayload overrides both', async () => {
+  it('nats config - a launcher node runs with base.conf max_payload (8 MiB) and max_pending (256 MiB); options override each', async () => {
     await using plain = await startNats();
-    expect(await varz(plain.node.monitorUrl)).toMatchObject({ max_payload: DEFAULT_MAX_PAYLOAD, max_pending: 64 * MiB });
+    expect(await varz(plain.node.monitorUrl)).toMatchObject({ max_payload: DEFAULT_MAX_PAYLOAD, max_pending: 256 * MiB });
     expect(DEFAULT_MAX_PAYLOAD).toBe(8 * MiB);
     await using small = await startNats({ maxPayload: MiB });
-    expect(await varz(small.node.monitorUrl)).toMatchObject({ max_payload: MiB, max_pending: 64 * MiB });
-    await using large = await startNats({ maxPayload: 32 * MiB });
-    expect(await varz(large.node.monitorUrl)).toMatchObject({ max_payload: 32 * MiB, max_pending: 128 * MiB });
+    expect(await varz(small.node.monitorUrl)).toMatchObject({ max_payload: MiB, max_pending: 256 * MiB });
+    await using tight = await startNats({ maxPayload: MiB, maxPending: 2 * MiB });
+    expect(await varz(tight.node.monitorUrl)).toMatchObject({ max_payload: MiB, max_pending: 2 * MiB });
   });
 
   it('nats config - compose-node.conf forms a 3-node JetStream cluster named spate that keeps an R3 stream', async () => {
@@ -131,7 +131,7 @@ describe('nats config files', () => {
     await waitForJetStreamLeader(monitors);
 
     const first = await varz(monitors[0]!);
-    expect(first).toMatchObject({ server_name: 'nats-1', max_payload: 8 * MiB, max_pending: 64 * MiB });
+    expect(first).toMatchObject({ server_name: 'nats-1', max_payload: 8 * MiB, max_pending: 256 * MiB });
     expect((first.cluster as { name?: string }).name).toBe('spate');
 
     const nc = await connectNats(nodes.map((n) => `nats://127.0.0.1:${n.port}`).join(','), 'deploy-test');

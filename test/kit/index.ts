@@ -2,3 +2,4 @@ export { startNats, startNatsCluster, type NatsHandle, type NatsClusterHandle } 
 export { startPostgres, freshDatabase, type PostgresHandle } from './postgres.js';
 export { freePort } from '../../deploy/local/ports.js';
 export { waitFor } from '../../deploy/local/wait.js';
+export { startTcpProxy, type TcpProxy } from './tcp-proxy.js';

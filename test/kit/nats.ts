@@ -15,7 +15,7 @@ export interface NatsHandle extends AsyncDisposable {
   stop(): Promise<void>;
 }
 
-export async function startNats(options: { maxPayload?: number } = {}): Promise<NatsHandle> {
+export async function startNats(options: { maxPayload?: number; maxPending?: number } = {}): Promise<NatsHandle> {
   const dir = mkdtempSync(join(tmpdir(), 'spate-nats-'));
   const node = new NatsNode({
     dir,
@@ -23,6 +23,7 @@ export async function startNats(options: { maxPayload?: number } = {}): Promise<
     monitorPort: await freePort(),
     serverName: 'test-nats',
     maxPayload: options.maxPayload,
+    maxPending: options.maxPending,
   });
   await node.start();
   const stop = async () => {
