@@ -256,7 +256,7 @@ async function processBody(
  */
 export function routeSegments(parsed: ParsedRequest, deps: Pick<CaptureDeps, 'limiter' | 'maxMessageBytes'>): PublishItem[] {
   const items: PublishItem[] = [];
-  const { segments, segmentDistinctIds: ids, data } = parsed;
+  const { segments, segmentDistinctIds: ids, segmentMessageIds: messageIds, data } = parsed;
   let last: (PublishItem & { start: number; end: number }) | undefined;
   for (let i = 0; i < segments.length / SEGMENT_FIELDS; i++) {
     const base = i * SEGMENT_FIELDS;
@@ -270,6 +270,11 @@ export function routeSegments(parsed: ParsedRequest, deps: Pick<CaptureDeps, 'li
         ? 'overflow'
         : 'events';
     const subject = subjectFor(kind, parsed.projectId, shard);
+    if (messageIds) {
+      // Its own message under its own id (never merged: the id names exactly these events).
+      items.push({ subject, data: data.subarray(start, end), count: events, msgId: messageIds[i]! });
+      continue;
+    }
     if (last && last.subject === subject && last.end === start && end - last.start <= deps.maxMessageBytes) {
       last.end = end;
       last.count += events;

@@ -106,6 +106,21 @@ describe('capture', () => {
     expect((await h.events('overflow')).some((e) => e.distinct_id === 'migrated-user')).toBe(false);
   });
 
+  it('capture - a historical batch sent again (same uuids) is stored once; a different batch is not mistaken for it', async () => {
+    const uuid = (i: number) => `0190a3c4-5b6d-7e8f-9a0b-${String(i).padStart(12, '0')}`;
+    const batch = Array.from({ length: 300 }, (_, i) => event(`resent-${i % 7}`, 'imported', { uuid: uuid(i), timestamp: '2020-01-02T03:04:05Z' }));
+    const send = (body: object) => post(`${h.url}/batch/`, JSON.stringify({ api_key: KEY, historical_migration: true, ...body }));
+    const before = await h.metric('spate_ingest_publish_duplicates_total');
+    expect((await send({ batch })).status).toBe(200);
+    expect((await send({ batch, sent_at: new Date().toISOString() })).status).toBe(200);
+    const stored = (await h.events('historical')).filter((e) => e.distinct_id.startsWith('resent-'));
+    expect(stored.map((e) => e.uuid).sort()).toEqual(batch.map((_, i) => uuid(i)).sort());
+    expect(await h.metric('spate_ingest_publish_duplicates_total')).toBeGreaterThan(before);
+    // The same events under other uuids are other events: stored.
+    expect((await send({ batch: batch.map((e, i) => ({ ...e, uuid: uuid(1000 + i) })) })).status).toBe(200);
+    expect((await h.events('historical')).filter((e) => e.distinct_id.startsWith('resent-')).length).toBe(600);
+  });
+
   it('capture - a hot distinct_id past its burst is diverted to OVERFLOW, others stay on EVENTS', async () => {
     for (let i = 0; i < 5; i++) {
       const batch = Array.from({ length: 10 }, (_, j) => event('hot-user', `hot${i * 10 + j}`));

@@ -22,6 +22,11 @@ export const ingestConfigDefinition = {
   shardCount: setting('SHARD_COUNT', envInt(16, 1), 'shards per project; must match every other process of the cluster'),
   streamReplicas: setting('STREAM_REPLICAS', envInt(1, 1), 'replicas of each JetStream stream (3 on a 3-node cluster)'),
   duplicateWindow: setting('STREAM_DUPLICATE_WINDOW', envDuration('2m'), 'JetStream de-duplication window for Nats-Msg-Id'),
+  historicalDuplicateWindow: setting(
+    'STREAM_HISTORICAL_DUPLICATE_WINDOW',
+    envDuration('1h'),
+    'de-duplication window of HISTORICAL: a historical batch sent again within it (an importer resuming) is stored once; the server keeps every message id of the window in memory',
+  ),
   processedDuplicateWindow: setting('STREAM_PROCESSED_DUPLICATE_WINDOW', envDuration('1h'), 'de-duplication window of PROCESSED: how long a worker may be unable to commit a published batch before its republish could duplicate it'),
   streamMaxAge: setting('STREAM_MAX_AGE', envDuration('7d'), 'how long streams keep messages (0 = forever)'),
   streamMaxBytes: setting('STREAM_MAX_BYTES', envBytes('-1'), 'size limit of each stream (-1 = limited only by the server); when full, capture answers 503'),

@@ -47,6 +47,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     replicas: config.streamReplicas,
     duplicateWindowMs: config.duplicateWindow,
     processedDuplicateWindowMs: config.processedDuplicateWindow,
+    historicalDuplicateWindowMs: config.historicalDuplicateWindow,
     maxAgeMs: config.streamMaxAge,
     maxBytes: config.streamMaxBytes,
   });

@@ -6,10 +6,21 @@
 // Lines are encoded to UTF-8 as they come, into a buffer outside the JS heap: a 20 MB batch
 // never holds its ~24 MB of line strings at once, so a parse thread's heap stays small and
 // bounded (see PARSE_THREAD_MAX_HEAP).
+//
+// Given a message id salt (historical requests), each segment also gets a Nats-Msg-Id derived
+// from the salt, its shard and its events' uuids: the same events sent again (an importer
+// resuming, a client retrying) make the same messages with the same ids, and JetStream stores
+// them once within its duplicate window. For that, where segments split must not depend on the
+// request either: lines are measured without their request-dependent fields (sent_at, ip; now
+// and timestamp have a fixed length), plus VARYING_ALLOWANCE each.
+import { createHash } from 'node:crypto';
 import { shardOf } from '../lib/index.js';
 import { CaptureError } from './errors.js';
 
 export const SEGMENT_FIELDS = 4;
+
+/** Most bytes a line's request-dependent fields take: `,"sent_at":"<24>"` and `,"ip":"<≤45>"`. */
+export const VARYING_ALLOWANCE = 128;
 
 export interface PackedLines {
   /** Every line, segment after segment. */
@@ -18,6 +29,8 @@ export interface PackedLines {
   segments: Int32Array;
   /** Per segment, the distinct_id its lines share (realtime only; spike detection uses it). */
   segmentDistinctIds: string[] | null;
+  /** Per segment, its Nats-Msg-Id (only with a message id salt). */
+  segmentMessageIds: string[] | null;
 }
 
 interface Group {
@@ -36,6 +49,9 @@ export class LinePacker {
   private offset = 0;
   /** Per line: start byte in `buffer`, then byte length. */
   private spans: Int32Array = new Int32Array(64);
+  /** Per line, its event's uuid and the bytes of its request-dependent fields (only with a message id salt). */
+  private readonly uuids: string[] = [];
+  private readonly varying: number[] = [];
   count = 0;
 
   constructor(
@@ -47,6 +63,8 @@ export class LinePacker {
     private readonly transferable: boolean,
     /** Expected output size; the buffer grows past it when needed. */
     capacityHint: number,
+    /** Set: segments get ids from this salt (unique per project and stream), their shard and their uuids. */
+    private readonly messageIdSalt?: string,
   ) {
     this.buffer = this.allocate(Math.max(256, capacityHint));
   }
@@ -55,7 +73,8 @@ export class LinePacker {
     return this.transferable ? Buffer.allocUnsafeSlow(size) : Buffer.allocUnsafe(size);
   }
 
-  add(distinctId: string, line: string): void {
+  /** `varying`: bytes of the line's request-dependent fields (see VARYING_ALLOWANCE). */
+  add(distinctId: string, line: string, uuid: string, varying: number): void {
     let written = encoder.encodeInto(line, this.buffer.subarray(this.offset));
     while (written.read < line.length) {
       const bigger = this.allocate(this.buffer.length * 2 + line.length * 3);
@@ -83,6 +102,10 @@ export class LinePacker {
     this.spans[2 * this.count] = this.offset;
     this.spans[2 * this.count + 1] = bytes;
     group.lines.push(this.count);
+    if (this.messageIdSalt !== undefined) {
+      this.uuids.push(uuid);
+      this.varying.push(varying);
+    }
     this.offset += bytes;
     this.count++;
   }
@@ -95,26 +118,47 @@ export class LinePacker {
     const data = inPlace ? this.buffer : this.allocate(this.offset);
     const segments: number[] = [];
     const ids: string[] | null = this.perDistinctId ? [] : null;
+    const messageIds: string[] | null = this.messageIdSalt === undefined ? null : [];
+    const stableSplits = this.messageIdSalt !== undefined;
     let out = 0;
     for (const group of ordered) {
       let start = out;
+      let first = 0;
       let count = 0;
-      for (const line of group.lines) {
+      /** Bytes of the open segment without request-dependent fields, each line counted at the allowance instead. */
+      let stable = 0;
+      const close = (upTo: number) => {
+        segments.push(group.shard, count, start, out);
+        ids?.push(group.distinctId);
+        messageIds?.push(this.messageId(group.shard, group.lines.slice(first, upTo)));
+      };
+      for (let k = 0; k < group.lines.length; k++) {
+        const line = group.lines[k]!;
         const from = this.spans[2 * line]!;
         const bytes = this.spans[2 * line + 1]!;
-        if (out + bytes - start > this.maxMessageBytes && count > 0) {
-          segments.push(group.shard, count, start, out);
-          ids?.push(group.distinctId);
+        const lineStable = stableSplits ? bytes - this.varying[line]! + VARYING_ALLOWANCE : 0;
+        // With stable splits the real size is checked too: only a line with unusually long varying
+        // fields could trip it (its segment then depends on the request: workers still drop repeats).
+        if (count > 0 && (out + bytes - start > this.maxMessageBytes || (stableSplits && stable + lineStable > this.maxMessageBytes))) {
+          close(k);
           start = out;
+          first = k;
           count = 0;
+          stable = 0;
         }
+        stable += lineStable;
         if (!inPlace) this.buffer.copy(data, out, from, from + bytes);
         out += bytes;
         count++;
       }
-      segments.push(group.shard, count, start, out);
-      ids?.push(group.distinctId);
+      close(group.lines.length);
     }
-    return { data: data.subarray(0, out), segments: Int32Array.from(segments), segmentDistinctIds: ids };
+    return { data: data.subarray(0, out), segments: Int32Array.from(segments), segmentDistinctIds: ids, segmentMessageIds: messageIds };
+  }
+
+  private messageId(shard: number, lines: readonly number[]): string {
+    const hash = createHash('sha256').update(`${this.messageIdSalt!}.${shard}`);
+    for (const line of lines) hash.update(this.uuids[line]!);
+    return `u:${hash.digest('base64url').slice(0, 27)}`;
   }
 }

@@ -12,6 +12,7 @@ export interface IngestMetrics {
   eventsPublished: Counter;
   publishRetries: Counter;
   publishFailures: Counter;
+  publishDuplicates: Counter;
   poolQueueDepth: Gauge;
   parses: Counter<'where'>;
   inflightBytes: Gauge;
@@ -59,6 +60,11 @@ export function createIngestMetrics(): IngestMetrics {
     eventsPublished: new Counter({ name: 'spate_ingest_events_published_total', help: 'Events in acknowledged JetStream messages', registers: r }),
     publishRetries: new Counter({ name: 'spate_ingest_publish_retries_total', help: 'JetStream publish attempts that failed and were retried', registers: r }),
     publishFailures: new Counter({ name: 'spate_ingest_publish_failures_total', help: 'Messages given up on (their requests got 503)', registers: r }),
+    publishDuplicates: new Counter({
+      name: 'spate_ingest_publish_duplicates_total',
+      help: 'Messages JetStream already held under the same id (a retried publish, or historical events sent again): stored once',
+      registers: r,
+    }),
     poolQueueDepth: new Gauge({ name: 'spate_ingest_parse_queue_depth', help: 'Bodies waiting for a parse thread', registers: r }),
     parses: new Counter({ name: 'spate_ingest_parses_total', help: 'Request bodies parsed, on the event loop (small plain JSON) or in a parse thread', labelNames: ['where'], registers: r }),
     inflightBytes: new Gauge({ name: 'spate_ingest_inflight_bytes', help: 'Request bytes currently held (reading, parsing, publishing)', registers: r }),

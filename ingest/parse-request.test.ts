@@ -79,6 +79,27 @@ describe('parse request', () => {
     expect(segments.flatMap((s) => s.events).map((e) => e.properties.i)).toEqual(batch.map((e) => e.properties.i));
   });
 
+  it('parse - historical segments get message ids from project, shard and uuids: same events same ids, anything else different', () => {
+    const uuid = (i: number) => `0190a3c4-5b6d-7e8f-9a0b-${String(i).padStart(12, '0')}`;
+    const batch = Array.from({ length: 120 }, (_, i) => ({ event: 'e', distinct_id: `u${i % 9}`, uuid: uuid(i), properties: { pad: 'x'.repeat(400) } }));
+    const body = { api_key: 'phc_k', batch, historical_migration: true };
+    const small = { ...limits, maxMessageBytes: 8 * 1024 };
+    const first = parse(body, {}, small);
+    const ids = first.segmentMessageIds!;
+    expect(ids.length).toBe(first.segments.length / SEGMENT_FIELDS);
+    expect(ids.length).toBeGreaterThan(9); // split by size within shards too
+    expect(new Set(ids).size).toBe(ids.length);
+    // Later, with another `now` and sent_at: the same ids.
+    expect(parse({ ...body, sent_at: '2026-11-22T09:59:00Z' }, { nowMs: Date.parse('2026-11-23T00:00:00Z') }, small).segmentMessageIds).toEqual(ids);
+    // Another project, or one event fewer: other ids.
+    const otherProject = parseCaptureRequest(Buffer.from(JSON.stringify(body)), meta(), small, () => ({ projectId: 4, organizationId: 'o' }));
+    expect(otherProject.segmentMessageIds!.some((id) => ids.includes(id))).toBe(false);
+    const fewer = parse({ ...body, batch: batch.slice(1) }, {}, small).segmentMessageIds!;
+    expect(fewer.filter((id) => !ids.includes(id)).length).toBeGreaterThan(0);
+    // Realtime messages are merged across requests: no ids of their own.
+    expect(parse({ ...body, historical_migration: false }).segmentMessageIds).toBeNull();
+  });
+
   it('parse - one event larger than a message is event_too_large', () => {
     const batch = [{ event: 'e', distinct_id: 'a', properties: { big: 'x'.repeat(70 * 1024) } }];
     expect(codeOf(() => parse({ api_key: 'phc_k', batch }))).toBe('event_too_large');

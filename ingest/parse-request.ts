@@ -1,7 +1,7 @@
 // The pure core of capture: request bytes + facts about the request → events ready to publish
 // (NDJSON bytes grouped into per-shard segments), or a CaptureError. Runs in a piscina thread
 // for large bodies and inline for small ones; it touches no socket, no NATS, no clock.
-import type { ProjectRecord } from '../lib/index.js';
+import type { CapturedEvent, ProjectRecord } from '../lib/index.js';
 import { decodePayload } from './decode.js';
 import { CaptureError } from './errors.js';
 import { LinePacker, type PackedLines } from './line-packer.js';
@@ -45,6 +45,11 @@ export interface ParsedRequest extends PackedLines {
 }
 
 const SENT_AT_MIN_MS = Date.UTC(2021, 0, 1);
+
+/** Bytes of a line that depend on the request rather than the event: `,"sent_at":"…"` and `,"ip":"…"`. */
+function varyingBytes(event: CapturedEvent): number {
+  return (event.sent_at === undefined ? 0 : event.sent_at.length + 13) + (event.ip === undefined ? 0 : event.ip.length + 8);
+}
 
 // Many requests share a millisecond: format `now` once per millisecond.
 let lastIsoMs = Number.NaN;
@@ -123,13 +128,16 @@ export function parseCaptureRequest(
   const dropped: Partial<Record<DropReason, number>> = {};
   // Output ≈ input plus ~250 bytes per event of added fields (uuid, now, token, …).
   const capacityHint = payload.length + envelope.count * 256;
-  const packer = new LinePacker(limits.shardCount, limits.maxMessageBytes, !envelope.historical, options.transferable, capacityHint);
+  // Historical messages are never merged with other requests', so their ids can come from their
+  // events (line-packer.ts): an importer or client sending a batch again stores nothing twice.
+  const messageIdSalt = envelope.historical ? `historical.${project.projectId}` : undefined;
+  const packer = new LinePacker(limits.shardCount, limits.maxMessageBytes, !envelope.historical, options.transferable, capacityHint, messageIdSalt);
   for (let i = 0; i < envelope.count; i++) {
     const raw = eventAt(i);
     if (meta.route === 'engage' && raw.event === undefined) raw.event = '$identify';
     const result = normalizeEvent(raw, ctx);
     if (typeof result === 'string') dropped[result] = (dropped[result] ?? 0) + 1;
-    else packer.add(result.distinct_id, eventLine(result));
+    else packer.add(result.distinct_id, eventLine(result), result.uuid, varyingBytes(result));
   }
   return {
     token,

@@ -7,6 +7,10 @@
 // (PUBLISH_MAX_INFLIGHT_PER_SUBJECT, default 1) means a retried message can never land behind a
 // later one, and when a message finally fails, everything queued behind it on that subject fails
 // too (those requests get 503 and are retried by their clients) rather than overtaking it.
+//
+// An item with its own message id (historical events: line-packer.ts) is sent as one message
+// under that id, never merged with others, so sending the same events again is a duplicate
+// JetStream drops.
 import { randomBytes } from 'node:crypto';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
@@ -18,6 +22,8 @@ export interface PublishItem {
   subject: string;
   data: Uint8Array;
   count: number;
+  /** Nats-Msg-Id derived from the events: sent alone, under this id. */
+  msgId?: string;
 }
 
 export interface PublisherOptions {
@@ -55,6 +61,8 @@ interface Batch {
   bytes: number;
   count: number;
   trackers: Set<Tracker>;
+  /** Set for a sealed item's message; otherwise an id is made when it is sent. */
+  msgId?: string;
 }
 
 interface SubjectQueue {
@@ -137,6 +145,16 @@ export class EventPublisher {
       this.queues.set(item.subject, queue);
     }
     let batch = queue.open;
+    if (item.msgId !== undefined) {
+      // After whatever is open, in order; nothing joins it.
+      if (batch) queue.ready.push(batch);
+      queue.open = undefined;
+      const sealed: Batch = { chunks: [item.data], bytes: item.data.length, count: item.count, trackers: new Set([tracker]), msgId: item.msgId };
+      tracker.remaining++;
+      queue.ready.push(sealed);
+      this.dirty.add(queue);
+      return;
+    }
     if (batch && batch.bytes + item.data.length > this.options.maxMessageBytes) {
       queue.ready.push(batch);
       batch = undefined;
@@ -183,7 +201,7 @@ export class EventPublisher {
 
   private async send(queue: SubjectQueue, batch: Batch): Promise<void> {
     const data = batch.chunks.length === 1 ? batch.chunks[0]! : Buffer.concat(batch.chunks, batch.bytes);
-    const msgID = `${this.idPrefix}.${(this.sequence++).toString(36)}`;
+    const msgID = batch.msgId ?? `${this.idPrefix}.${(this.sequence++).toString(36)}`;
     const hdrs = natsHeaders();
     hdrs.set(HEADER_EVENT_COUNT, String(batch.count));
     const started = performance.now();
@@ -196,7 +214,8 @@ export class EventPublisher {
       try {
         // The same Nats-Msg-Id on every attempt: if an earlier attempt was stored after all,
         // JetStream drops the retry as a duplicate.
-        await this.js.publish(queue.subject, data, { msgID, headers: hdrs, timeout: this.options.ackTimeoutMs });
+        const ack = await this.js.publish(queue.subject, data, { msgID, headers: hdrs, timeout: this.options.ackTimeoutMs });
+        if (ack.duplicate) this.metrics.publishDuplicates.inc();
         failure = undefined;
         break;
       } catch (err) {

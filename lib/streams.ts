@@ -67,6 +67,11 @@ export interface StreamLimits {
    * under the same ids until it can, so this bounds how long such an outage stays duplicate-free.
    */
   processedDuplicateWindowMs?: number;
+  /**
+   * HISTORICAL's window: historical messages carry ids derived from their events, so a batch sent
+   * again (an importer resuming after a crash) within it is stored once.
+   */
+  historicalDuplicateWindowMs?: number;
   /** Messages older than this are removed, in milliseconds; 0 keeps them forever. */
   maxAgeMs: number;
   /** Bytes per stream; -1 is unlimited (bounded by the server's JetStream storage). */
@@ -85,10 +90,16 @@ export function streamConfig(kind: StreamKind, limits: StreamLimits): Partial<St
     // silently deleting acknowledged ones that workers may not have processed yet.
     discard: DiscardPolicy.New,
     num_replicas: limits.replicas,
-    duplicate_window: (kind === 'processed' ? (limits.processedDuplicateWindowMs ?? limits.duplicateWindowMs) : limits.duplicateWindowMs) * MS_TO_NANOS,
+    duplicate_window: duplicateWindowMs(kind, limits) * MS_TO_NANOS,
     max_age: limits.maxAgeMs * MS_TO_NANOS,
     max_bytes: limits.maxBytes,
   };
+}
+
+function duplicateWindowMs(kind: StreamKind, limits: StreamLimits): number {
+  if (kind === 'processed') return limits.processedDuplicateWindowMs ?? limits.duplicateWindowMs;
+  if (kind === 'historical') return limits.historicalDuplicateWindowMs ?? limits.duplicateWindowMs;
+  return limits.duplicateWindowMs;
 }
 
 /** Creates or updates the four streams so their configuration matches `limits`. Idempotent. */

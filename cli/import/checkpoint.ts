@@ -7,6 +7,11 @@
 // lanes' batches interleave or complete out of order. A record is done iff
 // position <= watermarks[lane(distinct_id)], with the lane count stored alongside.
 //
+// Before a lane sends a batch, the batch's last position is recorded (`inflight`) and written
+// out; a re-run sends exactly that batch again first — the same records, so the same events and
+// the same JetStream message ids, which HISTORICAL's duplicate window drops if the batch had been
+// stored after all. So a resume stores nothing twice, not just "nothing acknowledged twice".
+//
 // The file is rewritten after every acknowledgement (coalesced: one write in flight, the next
 // carries everything since), atomically (temp file, fsync, rename). A lock file keeps two
 // importers from sharing it.
@@ -43,6 +48,8 @@ const fileProgressSchema = z.object({
   format: z.enum(['ndjson', 'array']),
   lanes: z.number().int().min(1),
   watermarks: z.array(z.number().int().min(0)),
+  /** Per lane, the last position of the batch sent and not yet acknowledged (0: none). */
+  inflight: z.array(z.number().int().min(0)).optional(),
   /** Events acknowledged by capture, over every run. */
   acknowledged: z.number().int().min(0),
   complete: z.boolean(),
@@ -112,7 +119,7 @@ export class Checkpoint {
   }
 
   /** Starts a file's progress afresh (replacing what was recorded for it). */
-  begin(progress: Omit<FileProgress, 'updatedAt' | 'watermarks' | 'acknowledged' | 'complete' | 'identity' | 'verified'>): FileProgress {
+  begin(progress: Omit<FileProgress, 'updatedAt' | 'watermarks' | 'inflight' | 'acknowledged' | 'complete' | 'identity' | 'verified'>): FileProgress {
     const existing = this.find(progress.project, progress.file, progress.head);
     if (existing) this.files.splice(this.files.indexOf(existing), 1);
     const fresh: FileProgress = {
@@ -120,6 +127,7 @@ export class Checkpoint {
       identity: progress.head,
       verified: null,
       watermarks: Array<number>(progress.lanes).fill(0),
+      inflight: Array<number>(progress.lanes).fill(0),
       acknowledged: 0,
       complete: false,
       updatedAt: new Date().toISOString(),

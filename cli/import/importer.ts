@@ -6,9 +6,9 @@
 // "Nothing twice, nothing skipped" (see checkpoint.ts for the watermarks): a record is skipped
 // on a re-run only if the checkpoint says capture acknowledged it; everything else is sent
 // again. A batch that was in flight when the importer died may have been stored without the
-// importer hearing back; sent again, it carries the same uuids (event-uuid.ts), so it is the
-// same events a second time, which workers drop by uuid. Nothing the importer knew to be
-// acknowledged is ever sent twice.
+// importer hearing back: its extent was written to the checkpoint before it was sent, and a
+// re-run sends exactly it again first — the same events with the same uuids (event-uuid.ts), so
+// capture makes the same HISTORICAL messages under the same ids and JetStream keeps one copy.
 import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync, type WriteStream } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
@@ -267,7 +267,11 @@ export class Importer {
     const { batchBytes } = this.options;
     const fits = (count: number, bytes: number) => bodySize(this.head, count, bytes) <= batchBytes;
     const prefix = new PrefixHasher(progress.verified);
-    this.lanes = progress.watermarks.map((_, i) => new Lane(i, 1, fits, (items) => this.deliver(source.name, progress, prefix, i, items, report)));
+    const inflight = (progress.inflight ??= Array<number>(progress.lanes).fill(0));
+    this.lanes = progress.watermarks.map(
+      (watermark, i) =>
+        new Lane(i, 1, fits, (items) => this.deliver(source.name, progress, prefix, i, items, report), inflight[i]! > watermark ? inflight[i] : undefined),
+    );
     const lanes = this.lanes;
     // The identity recorded when the import began, not the current head: a file fixed up in its
     // first MiB and resumed must give the records it resends the uuids they were first sent with.
@@ -319,7 +323,7 @@ export class Importer {
     const linger = setInterval(() => {
       const now = performance.now();
       for (const lane of lanes) {
-        if (lane.pending > 0 && lane.idle && now - lane.openedAt >= this.options.lingerMs) void lane.seal();
+        if (lane.pending > 0 && lane.idle && !lane.replaying && now - lane.openedAt >= this.options.lingerMs) void lane.seal();
       }
     }, Math.max(50, Math.min(1000, this.options.lingerMs / 2)));
     linger.unref();
@@ -372,6 +376,9 @@ export class Importer {
   private async deliver(file: string, progress: FileProgress, prefix: PrefixHasher, lane: number, items: BatchItem[], report: FileReport): Promise<void> {
     let outcome: SendOutcome | { kind: 'stopped' } | { kind: 'gave-up'; reason: string };
     try {
+      // Durable before it is sent: a re-run must be able to send exactly this batch again.
+      progress.inflight![lane] = items.at(-1)!.position;
+      await this.checkpoint!.save();
       outcome = await this.send(items);
     } catch (err) {
       this.fail({ message: `sending to ${this.options.batchUrl}: ${(err as Error).message}` }, 'halt');
@@ -442,6 +449,7 @@ export class Importer {
   private acknowledge(progress: FileProgress, prefix: PrefixHasher, lane: number, items: BatchItem[], sent: boolean, report: FileReport): void {
     // Items of a lane are in file order: everything of this lane up to the last one is done.
     progress.watermarks[lane] = items.at(-1)!.position;
+    progress.inflight![lane] = 0;
     progress.verified = prefix.coveredUpTo(Math.min(...progress.watermarks)) ?? progress.verified;
     if (sent) {
       progress.acknowledged += items.length;

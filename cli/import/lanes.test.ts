@@ -12,6 +12,17 @@ describe('import lanes', () => {
     for (const c of counts) expect(c).toBeGreaterThan(800);
   });
 
+  it('import lanes - resuming, the batch that was in flight is rebuilt exactly (whatever the batch size now), then batches fill as usual', async () => {
+    const delivered: number[][] = [];
+    const lane = new Lane(0, 1, (count) => count <= 2, (items) => Promise.resolve(void delivered.push(items.map((i) => i.position))), 5);
+    expect(lane.replaying).toBe(true);
+    for (const p of [2, 3, 5, 8, 9, 10]) await lane.add(item(p));
+    expect(lane.replaying).toBe(false);
+    await lane.seal();
+    await lane.drained();
+    expect(delivered).toEqual([[2, 3, 5], [8, 9], [10]]);
+  });
+
   it('import lanes - one batch in flight at a time, in order; the reader waits when the queue is full', async () => {
     const delivered: number[][] = [];
     let inflight = 0;

@@ -4,6 +4,8 @@
 // distinct_id are never in flight at once, and N lanes give N requests in flight.
 // Each lane holds an open batch being filled and at most `maxQueued` sealed ones; when those
 // are full the reader waits (backpressure bounds memory to lanes × (maxQueued + 2) batches).
+// Resuming, a lane first rebuilds the batch it had in flight (`replayUntil`): exactly its records,
+// whatever the batch size now, so it is the same request as before.
 import { fnv1a32 } from '../../lib/index.js';
 import { itemSize, type BatchItem } from './batch.js';
 
@@ -29,10 +31,28 @@ export class Lane {
     private readonly fits: (count: number, bytes: number) => boolean,
     /** Sends a batch until it is acknowledged or the import stops; never throws. */
     private readonly deliver: (items: BatchItem[]) => Promise<void>,
+    /** Last position of the batch in flight when the previous run stopped. */
+    private replayUntil?: number,
   ) {}
+
+  /** Still rebuilding the batch that was in flight (it must not be cut short). */
+  get replaying(): boolean {
+    return this.replayUntil !== undefined;
+  }
 
   /** Adds a record; returns a promise only when the reader must wait for room. */
   add(item: BatchItem): Promise<void> | undefined {
+    if (this.replayUntil !== undefined) {
+      if (item.position <= this.replayUntil) {
+        this.push(item);
+        return undefined;
+      }
+      this.replayUntil = undefined;
+      const wait = this.seal();
+      if (wait) return wait.then(() => this.push(item));
+      this.push(item);
+      return undefined;
+    }
     if (this.open.length > 0 && !this.fits(this.open.length + 1, this.openBytes + itemSize(item))) {
       const wait = this.seal();
       if (wait) return wait.then(() => this.push(item));
