@@ -1,5 +1,4 @@
-// Used for large payloads only: for a few hundred KB, one JSON.parse is cheaper (measured:
-// ~5.0 vs ~6.5 µs per event for 1,000-event batches), and its memory does not matter.
+// Used for payloads from SCAN_MIN_BYTES (read-envelope.ts) on: below it one JSON.parse is cheaper.
 //
 // Finds the top-level structure of a capture payload — the envelope's fields and the byte
 // range of each event — without building the whole object graph. JSON.parse of a 20 MB batch

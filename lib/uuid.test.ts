@@ -16,4 +16,10 @@ describe('uuid', () => {
     expect(new Set(ids).size).toBe(ids.length);
     expect([...ids].sort()).toEqual(ids);
   });
+
+  it('uuid - v7 ids of one millisecond differ in their random bits, across refills of the random pool', () => {
+    const ids = Array.from({ length: 5_000 }, () => uuidv7(1_700_000_000_000));
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(new Set(ids.map((id) => id[19])).size).toBe(4); // variant 10xx: 8, 9, a, b
+  });
 });
