@@ -63,10 +63,10 @@ export function dedupKey(projectId: number, uuid: string): string {
 
 /**
  * Records the batch's (project, uuid) pairs (already unique) and returns the keys of those
- * not seen before; the rest are duplicates. Runs inside the batch transaction, so a batch
- * that rolls back leaves no trace.
+ * seen before: the duplicates (usually none, so almost nothing comes back over the wire). Runs
+ * inside the batch transaction, so a batch that rolls back leaves no trace.
  */
-export async function recordFreshEvents(
+export async function recordEvents(
   client: pg.ClientBase,
   generation: number,
   projectIds: number[],
@@ -75,15 +75,15 @@ export async function recordFreshEvents(
   if (uuids.length === 0) return new Set();
   const { rows } = await client.query<{ project_id: number; uuid: string }>(
     `WITH input AS (SELECT * FROM unnest($1::int[], $2::uuid[]) AS t(project_id, uuid)),
-     seen AS (
-       SELECT d.project_id, d.uuid FROM event_dedup d JOIN input i ON d.project_id = i.project_id AND d.uuid = i.uuid
-       WHERE d.generation = $4
+     inserted AS (
+       INSERT INTO event_dedup (generation, project_id, uuid)
+       SELECT $3, i.project_id, i.uuid FROM input i
+       WHERE NOT EXISTS (SELECT 1 FROM event_dedup d WHERE d.generation = $4 AND d.project_id = i.project_id AND d.uuid = i.uuid)
+       ON CONFLICT DO NOTHING
+       RETURNING project_id, uuid
      )
-     INSERT INTO event_dedup (generation, project_id, uuid)
-     SELECT $3, i.project_id, i.uuid FROM input i
-     WHERE NOT EXISTS (SELECT 1 FROM seen s WHERE s.project_id = i.project_id AND s.uuid = i.uuid)
-     ON CONFLICT DO NOTHING
-     RETURNING project_id, uuid`,
+     SELECT i.project_id, i.uuid FROM input i LEFT JOIN inserted n ON n.project_id = i.project_id AND n.uuid = i.uuid
+     WHERE n.uuid IS NULL`,
     [projectIds, uuids, generation, generation - 1],
   );
   return new Set(rows.map((r) => dedupKey(r.project_id, r.uuid)));

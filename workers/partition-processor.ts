@@ -12,7 +12,7 @@ import type pg from 'pg';
 import { HEADER_EVENT_COUNT, STREAMS, shardFilter, type Logger, type StreamKind } from '../lib/index.js';
 import { packOutputs, parseMessages, processedLine, type SourceMessage } from './batch-codec.js';
 import { isConflictDbError, isTransientDbError } from './db.js';
-import { recordFreshEvents, type DedupGenerations } from './dedup.js';
+import { recordEvents, type DedupGenerations } from './dedup.js';
 import type { GroupTypeRegistry } from './group-types.js';
 import type { GroupWriter } from './group-writer.js';
 import { MessageFeed } from './message-feed.js';
@@ -297,13 +297,13 @@ export class PartitionProcessor {
       const firstSeen = new Map<string, (typeof parsed.events)[number]>();
       for (const e of parsed.events) if (!firstSeen.has(e.key)) firstSeen.set(e.key, e);
       const unique = [...firstSeen.values()];
-      const fresh = await recordFreshEvents(
+      const seenBefore = await recordEvents(
         client,
         generation,
         unique.map((e) => e.projectId),
         unique.map((e) => e.event.uuid),
       );
-      const events = parsed.events.filter((e) => fresh.has(e.key) && firstSeen.get(e.key) === e);
+      const events = parsed.events.filter((e) => !seenBefore.has(e.key) && firstSeen.get(e.key) === e);
     phase('dedup');
       const duplicates = parsed.events.length - events.length;
 

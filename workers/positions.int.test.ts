@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../lib/index.js';
 import { freshDatabase } from '../test/kit/index.js';
 import { createPool } from './db.js';
-import { DedupGenerations, recordFreshEvents } from './dedup.js';
+import { DedupGenerations, recordEvents } from './dedup.js';
 import { migrateWorkerSchema } from './migrate.js';
 import { OwnershipLostError } from './person-store.js';
 import { lockPosition, planBatch, PositionMovedError, takeOverPartition } from './positions.js';
@@ -80,7 +80,7 @@ describe('positions and dedup', () => {
     const fresh = async (generation: number, project = 1) => {
       const client = await pool.connect();
       try {
-        return (await recordFreshEvents(client, generation, [project], [u])).size === 1;
+        return (await recordEvents(client, generation, [project], [u])).size === 0;
       } finally {
         client.release();
       }
