@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # npm run setup — idempotent set-up on a fresh Debian/Ubuntu machine with Node >= 20:
-# installs nats-server (JetStream) and the PostgreSQL server binaries when missing (through
-# apt as root; otherwise prints the exact command), then `npm ci` and the build.
+# installs nats-server (JetStream), the PostgreSQL server binaries, haproxy and promtool when missing
+# (through apt as root; otherwise prints the exact command), then `npm ci` and the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,15 +19,65 @@ if [[ -z "${PG_BIN_DIR:-}" ]] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/nul
   missing+=(postgresql)
 fi
 
-if (( ${#missing[@]} )); then
+# Two tests check deploy files with the real parsers: `haproxy -c` (deploy/compose/haproxy.cfg) and
+# `promtool check config` (deploy/observability/prometheus.yml). Debian ships promtool only in the
+# `prometheus` package (/usr/bin/promtool, beside the server); haproxy is in /usr/sbin, which a
+# non-root PATH may lack.
+tools=()
+if ! command -v haproxy >/dev/null 2>&1 && [[ ! -x /usr/sbin/haproxy ]]; then
+  tools+=(haproxy)
+fi
+if ! command -v promtool >/dev/null 2>&1; then
+  tools+=(prometheus)
+fi
+
+# Installing haproxy or prometheus on Debian enables their services and starts them. Only the
+# binaries are wanted here, so no daemon must run or come up at boot: during the install a
+# policy-rc.d that answers 101 ("action forbidden") stops invoke-rc.d and deb-systemd-invoke from
+# starting anything (a policy-rc.d already there is put back afterwards), and then the services the
+# packages enabled are disabled (and stopped, should one have started anyway).
+install_tools_without_services() {
+  local policy=/usr/sbin/policy-rc.d saved=""
+  if [[ -e $policy ]]; then
+    saved=$(mktemp)
+    cp -p "$policy" "$saved"
+  fi
+  # shellcheck disable=SC2064 # expand now: the paths are fixed
+  trap "if [[ -n '$saved' ]]; then mv -f '$saved' '$policy'; else rm -f '$policy'; fi" EXIT
+  printf '#!/bin/sh\n# npm run setup: start no service while it installs packages\nexit 101\n' >"$policy"
+  chmod 755 "$policy"
+  apt-get install -y -qq --no-install-recommends "${tools[@]}" >/dev/null
+  local pkg
+  for pkg in "${tools[@]}"; do
+    if [[ -d /run/systemd/system ]]; then
+      systemctl disable --now --quiet "$pkg.service" || true
+    else
+      deb-systemd-helper disable "$pkg.service" >/dev/null 2>&1 || true
+    fi
+    update-rc.d "$pkg" disable >/dev/null 2>&1 || true
+  done
+  if [[ -n $saved ]]; then mv -f "$saved" "$policy"; else rm -f "$policy"; fi
+  trap - EXIT
+}
+
+packages=("${missing[@]}" "${tools[@]}")
+if (( ${#packages[@]} )); then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing ${missing[*]} with apt-get"
+    echo "setup: installing ${packages[*]} with apt-get"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    if (( ${#missing[@]} )); then
+      apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+    if (( ${#tools[@]} )); then
+      install_tools_without_services
+    fi
   else
-    echo "setup: missing ${missing[*]}. Install them with:" >&2
-    echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+    echo "setup: missing ${packages[*]}. Install them with:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${packages[*]}" >&2
+    if (( ${#tools[@]} )); then
+      echo "  sudo systemctl disable --now ${tools[*]}   # only the binaries are needed, not the services" >&2
+    fi
     exit 1
   fi
 fi
@@ -35,6 +85,8 @@ fi
 nats_bin=${NATS_SERVER_BIN:-nats-server}
 echo "setup: $("$nats_bin" --version)"
 echo "setup: PostgreSQL $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || echo "${PG_BIN_DIR}")"
+echo "setup: $(PATH="$PATH:/usr/sbin" haproxy -v | head -n1)"
+echo "setup: $(promtool --version 2>&1 | head -n1)"
 
 npm ci --no-audit --no-fund
 npm run build
