@@ -252,23 +252,28 @@ async function processBody(
 /**
  * Chooses each segment's subject — HISTORICAL for migrations; OVERFLOW for a distinct_id over
  * its spike budget; EVENTS otherwise — and merges neighbouring segments bound for the same
- * subject into one message while they fit.
+ * subject into one message while they fit. Spike detection decides once per distinct_id of the
+ * request, on all its events: an id's segments are neighbours (one group, cut to message size),
+ * and splitting one request of one id between EVENTS and OVERFLOW would only lose its order.
  */
 export function routeSegments(parsed: ParsedRequest, deps: Pick<CaptureDeps, 'limiter' | 'maxMessageBytes'>): PublishItem[] {
   const items: PublishItem[] = [];
   const { segments, segmentDistinctIds: ids, segmentMessageIds: messageIds, data } = parsed;
+  const count = segments.length / SEGMENT_FIELDS;
+  const nowMs = Date.now();
   let last: (PublishItem & { start: number; end: number }) | undefined;
-  for (let i = 0; i < segments.length / SEGMENT_FIELDS; i++) {
+  let kind: 'historical' | 'overflow' | 'events' = parsed.historical ? 'historical' : 'events';
+  for (let i = 0; i < count; i++) {
     const base = i * SEGMENT_FIELDS;
     const shard = segments[base]!;
     const events = segments[base + 1]!;
     const start = segments[base + 2]!;
     const end = segments[base + 3]!;
-    const kind = parsed.historical
-      ? 'historical'
-      : ids && !deps.limiter.allow(parsed.projectId, ids[i]!, events)
-        ? 'overflow'
-        : 'events';
+    if (!parsed.historical && ids && (i === 0 || ids[i] !== ids[i - 1])) {
+      let idEvents = events;
+      for (let j = i + 1; j < count && ids[j] === ids[i]; j++) idEvents += segments[j * SEGMENT_FIELDS + 1]!;
+      kind = deps.limiter.allow(parsed.projectId, ids[i]!, idEvents, nowMs) ? 'events' : 'overflow';
+    }
     const subject = subjectFor(kind, parsed.projectId, shard);
     if (messageIds) {
       // Its own message under its own id (never merged: the id names exactly these events).

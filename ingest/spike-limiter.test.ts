@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { SpikeLimiter } from './spike-limiter.js';
 
+// The defaults of SPIKE_EVENTS_PER_SECOND and SPIKE_BURST.
+const defaults = { perSecond: 100, burst: 1000, maxTracked: 1000 };
+
 describe('spike limiter', () => {
   it('spike - allows the burst, then the sustained rate, per (project, distinct_id)', () => {
     const limiter = new SpikeLimiter({ perSecond: 10, burst: 100, maxTracked: 1000 });
@@ -11,6 +14,44 @@ describe('spike limiter', () => {
     expect(limiter.allow(1, 'cold', 1, t)).toBe(true);
     expect(limiter.allow(1, 'hot', 5, t + 500)).toBe(true); // refilled 5 in half a second
     expect(limiter.allow(1, 'hot', 1, t + 500)).toBe(false);
+    limiter.close();
+  });
+
+  it('spike - a new id sending more than its burst in one request is let through, then diverted until refilled', () => {
+    const limiter = new SpikeLimiter(defaults);
+    const t = 1_000_000;
+    expect(limiter.allow(1, 'new', 1001, t)).toBe(true); // 1,000 tokens left: charged 1,001, balance −1
+    expect(limiter.allow(1, 'new', 1, t)).toBe(false);
+    expect(limiter.allow(1, 'new', 1, t + 10)).toBe(false); // 10 ms refill 1 token: back to 0, still none left
+    expect(limiter.allow(1, 'new', 500, t + 11)).toBe(true); // a token again: charged in full
+    expect(limiter.allow(1, 'new', 1, t + 12)).toBe(false);
+    limiter.close();
+  });
+
+  it('spike - a diverted request is not charged: the id refills while diverted', () => {
+    const limiter = new SpikeLimiter(defaults);
+    const t = 1_000_000;
+    expect(limiter.allow(1, 'id', 1200, t)).toBe(true); // balance −200: 2 s to refill
+    for (let ms = 100; ms < 2000; ms += 100) expect(limiter.allow(1, 'id', 1000, t + ms)).toBe(false);
+    expect(limiter.allow(1, 'id', 10, t + 2001)).toBe(true);
+    limiter.close();
+  });
+
+  it('spike - the debt is floored at −burst: one huge request diverts its id for at most burst / rate', () => {
+    const limiter = new SpikeLimiter(defaults);
+    const t = 1_000_000;
+    expect(limiter.allow(1, 'huge', 50_000, t)).toBe(true); // would be −49,000 without the floor (8 minutes)
+    expect(limiter.allow(1, 'huge', 1, t + 9_999)).toBe(false); // −1,000 + 999.9
+    expect(limiter.allow(1, 'huge', 1, t + 10_001)).toBe(true);
+    limiter.close();
+  });
+
+  it('spike - a refilled bucket never holds more than the burst', () => {
+    const limiter = new SpikeLimiter(defaults);
+    const t = 1_000_000;
+    expect(limiter.allow(1, 'idle', 1, t)).toBe(true);
+    expect(limiter.allow(1, 'idle', 1000, t + 3_600_000)).toBe(true); // an hour idle: 1,000 tokens, not 360,000
+    expect(limiter.allow(1, 'idle', 1, t + 3_600_000)).toBe(false);
     limiter.close();
   });
 

@@ -3,6 +3,12 @@
 // one hot id cannot hold up its shard. Memory stays bounded: idle buckets are swept, and past
 // SPIKE_MAX_TRACKED ids the least recently seen is forgotten (it starts again with a full burst,
 // so forgetting can only let an id through, never divert it wrongly).
+//
+// The bucket may go into debt: events are let through while any token is left and charged in
+// full, so a quiet id sending one large request (a batch flushed after a while offline) is not
+// diverted whole just because the request is bigger than what is left. The debt is floored at
+// −burst: however large one request was, its id is back on EVENTS within burst / rate (10 s by
+// default) once it slows down.
 
 interface Bucket {
   tokens: number;
@@ -37,7 +43,10 @@ export class SpikeLimiter {
     return this.buckets.size;
   }
 
-  /** Takes `count` tokens; false (taking none) when the id is over its rate: divert its events. */
+  /**
+   * True while the id has a token left: it is charged all `count` (its balance may go down to
+   * −burst). False, charging nothing, when it has none: divert its events.
+   */
   allow(projectId: number, distinctId: string, count: number, nowMs = Date.now()): boolean {
     if (!this.enabled) return true;
     const key = `${projectId}:${distinctId}`;
@@ -52,8 +61,8 @@ export class SpikeLimiter {
       this.buckets.delete(key); // re-inserted below: Map order is then least recently seen first
     }
     this.buckets.set(key, bucket);
-    if (bucket.tokens < count) return false;
-    bucket.tokens -= count;
+    if (bucket.tokens <= 0) return false;
+    bucket.tokens = Math.max(-this.options.burst, bucket.tokens - count);
     return true;
   }
 
