@@ -9,11 +9,33 @@ import {
   envNumber,
   envString,
   loadConfig,
+  parseByteSize,
   setting,
   type ConfigOf,
 } from '../lib/index.js';
+import { z } from 'zod';
 
 const cores = availableParallelism();
+
+/** The default of MAX_DECOMPRESSED_BYTES, as help and README show it: it follows MAX_BODY_BYTES. */
+const FOLLOWS_BODY_LIMIT = '5 × MAX_BODY_BYTES';
+/** Decoded payloads may be this many times the wire limit by default (PostHog's production ratio). */
+const DECOMPRESSED_PER_BODY_BYTE = 5;
+
+/** A size, or `fallback` (the text shown as default) when unset: resolved once the others are read. */
+const envBytesOr = <T extends string>(fallback: T) =>
+  z
+    .string()
+    .default(fallback)
+    .transform((v, ctx): number | T => {
+      if (v === fallback) return fallback;
+      try {
+        return parseByteSize(v);
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'expected a size such as 100MiB, 512KiB or a byte count' });
+        return z.NEVER;
+      }
+    });
 
 export const ingestConfigDefinition = {
   host: setting('CAPTURE_HOST', envString('127.0.0.1'), 'address the capture server listens on (0.0.0.0 for all)'),
@@ -31,7 +53,11 @@ export const ingestConfigDefinition = {
   streamMaxAge: setting('STREAM_MAX_AGE', envDuration('7d'), 'how long streams keep messages (0 = forever)'),
   streamMaxBytes: setting('STREAM_MAX_BYTES', envBytes('-1'), 'size limit of each stream (-1 = limited only by the server); when full, capture answers 503'),
   maxBodyBytes: setting('MAX_BODY_BYTES', envBytes('20MiB'), 'largest request body on the wire; larger gets 413'),
-  maxDecompressedBytes: setting('MAX_DECOMPRESSED_BYTES', envBytes('100MiB'), 'largest decoded (gunzipped) payload; larger gets 413'),
+  maxDecompressedBytes: setting(
+    'MAX_DECOMPRESSED_BYTES',
+    envBytesOr(FOLLOWS_BODY_LIMIT),
+    'largest decoded (gunzipped, lz-string) payload in UTF-8 bytes; larger gets 413',
+  ),
   inflightBudgetBytes: setting('INFLIGHT_BUDGET_BYTES', envBytes('96MiB'), 'request bytes held at once (bodies being read, parsed, published); past it new requests get 503'),
   parseThreads: setting('PARSE_THREADS', envInt(cores, 1), 'worker threads that decode and parse bodies'),
   parseThreadMaxHeap: setting('PARSE_THREAD_MAX_HEAP', envBytes('96MiB'), 'JS heap (old generation) of each parse thread; a body that needs more gets 413 instead of growing the node'),
@@ -48,10 +74,17 @@ export const ingestConfigDefinition = {
   drainTimeout: setting('SHUTDOWN_DRAIN_TIMEOUT', envDuration('30s'), 'on SIGTERM, how long in-flight requests may take to finish'),
 };
 
-export type IngestConfig = ConfigOf<typeof ingestConfigDefinition>;
+type RawIngestConfig = ConfigOf<typeof ingestConfigDefinition>;
+
+export type IngestConfig = Readonly<Omit<RawIngestConfig, 'maxDecompressedBytes'> & { maxDecompressedBytes: number }>;
 
 export function loadIngestConfig(env: Readonly<Record<string, string | undefined>> = process.env): IngestConfig {
-  return loadConfig(ingestConfigDefinition, env);
+  const raw = loadConfig(ingestConfigDefinition, env);
+  const { maxDecompressedBytes, maxBodyBytes } = raw;
+  return Object.freeze({
+    ...raw,
+    maxDecompressedBytes: maxDecompressedBytes === FOLLOWS_BODY_LIMIT ? DECOMPRESSED_PER_BODY_BYTE * maxBodyBytes : maxDecompressedBytes,
+  });
 }
 
 export const ingestHelp = () => configHelp('spate ingest node: PostHog-compatible capture into JetStream', ingestConfigDefinition);

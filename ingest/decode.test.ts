@@ -1,6 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import LZString from 'lz-string';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { lzBombLength, lzStringBomb } from '../test/lz-string-bomb.js';
 import { decodePayload as decodeRaw, isPlainJsonRequest, looksLikeBase64, looksLikeForm, payloadText, type DecodeInput } from './decode.js';
 import { CaptureError } from './errors.js';
 
@@ -91,6 +92,38 @@ describe('decode', () => {
     expect(codeOf(() => decodePayload(input(Buffer.concat([gz.subarray(0, 12), Buffer.from('garbage')]))))).toBe('invalid_payload');
     const bomb = gzipSync(Buffer.alloc(4 * 1024 * 1024, 0x20));
     expect(codeOf(() => decodePayload(input(bomb, { maxDecompressedBytes: 1024 * 1024 })))).toBe('payload_too_large');
+  });
+
+  it('decode - an lz64 bomb is payload_too_large before lz-string builds any of it', () => {
+    const decompress = vi.spyOn(LZString, 'decompressFromBase64');
+    try {
+      const bomb = lzStringBomb(' ', 20_000); // 200 million characters from 40 KB
+      expect(lzBombLength(20_000)).toBeGreaterThan(2e8);
+      const query = new URLSearchParams('compression=lz64');
+      expect(codeOf(() => decodePayload(input(bomb, { query, contentType: 'text/plain', maxDecompressedBytes: 1024 * 1024 })))).toBe('payload_too_large');
+      expect(decompress).not.toHaveBeenCalled();
+      // Within the limit it decodes as before.
+      const lz = LZString.compressToBase64(json);
+      expect(decodePayload(input(lz, { query, contentType: 'text/plain' }))).toBe(json);
+      expect(decompress).toHaveBeenCalledTimes(1);
+    } finally {
+      decompress.mockRestore();
+    }
+  });
+
+  it('decode - the lz64 decompressed limit counts UTF-8 bytes, not UTF-16 units', () => {
+    const text = JSON.stringify({ api_key: 'phc_k', event: '€'.repeat(1000), distinct_id: 'd' });
+    const lz = LZString.compressToBase64(text);
+    const query = new URLSearchParams('compression=lz64');
+    expect(text.length).toBeLessThan(1100);
+    expect(Buffer.byteLength(text)).toBeGreaterThan(3000);
+    expect(codeOf(() => decodePayload(input(lz, { query, maxDecompressedBytes: 2000 })))).toBe('payload_too_large');
+    expect(decodePayload(input(lz, { query, maxDecompressedBytes: Buffer.byteLength(text) }))).toBe(text);
+  });
+
+  it('decode - corrupt lz64 is invalid_payload', () => {
+    const query = new URLSearchParams('compression=lz64');
+    expect(codeOf(() => decodePayload(input(LZString.compressToBase64(json).slice(0, 20), { query })))).toBe('invalid_payload');
   });
 
   it('decode - sniffing helpers', () => {

@@ -4,6 +4,7 @@
 import { gunzipSync } from 'node:zlib';
 import LZString from 'lz-string';
 import { CaptureError } from './errors.js';
+import { lzStringBase64Size } from './lz-string-size.js';
 
 export interface DecodeInput {
   body: Uint8Array;
@@ -67,12 +68,31 @@ function formValueBytes(value: string): Buffer {
   return looksLikeBase64(restored) ? restored : Buffer.from(value, 'utf8');
 }
 
+const tooLarge = (limit: number, options?: ErrorOptions) =>
+  new CaptureError('payload_too_large', `decompressed payload exceeds ${limit} bytes`, {}, options);
+
+/**
+ * lz-string builds its whole output before returning, and a few KB of it can stand for
+ * gigabytes: its size is measured first (without building it), and only a payload within the
+ * limit is decompressed. The limit counts UTF-8 bytes, as for gzip, not UTF-16 units.
+ */
+function lzString(bytes: Uint8Array, limit: number): string {
+  const raw = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('latin1');
+  const size = lzStringBase64Size(raw, limit);
+  if (size.kind === 'over_limit') throw tooLarge(limit);
+  const out = size.kind === 'ok' ? LZString.decompressFromBase64(raw) : null;
+  if (!out) throw new CaptureError('invalid_payload', 'failed to decode request: invalid lz-string data');
+  // The measure counts an unpaired surrogate as 2 bytes; encoded (as U+FFFD) it takes 3.
+  if (Buffer.byteLength(out, 'utf8') > limit) throw tooLarge(limit);
+  return out;
+}
+
 function gunzip(bytes: Uint8Array, limit: number): Buffer {
   try {
     return gunzipSync(bytes, { maxOutputLength: limit });
   } catch (err) {
     if (err instanceof RangeError || (err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
-      throw new CaptureError('payload_too_large', `decompressed payload exceeds ${limit} bytes`, {}, { cause: err });
+      throw tooLarge(limit, { cause: err });
     }
     throw new CaptureError('invalid_payload', 'failed to decode request: invalid gzip data', {}, { cause: err });
   }
@@ -136,13 +156,7 @@ export function decodePayload(input: DecodeInput): Uint8Array | string {
   if (isGzip(payload)) {
     payload = gunzip(payload, input.maxDecompressedBytes);
   } else if (hint === 'lz64') {
-    const raw = Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('latin1');
-    const out = LZString.decompressFromBase64(raw);
-    if (!out) throw new CaptureError('invalid_payload', 'failed to decode request: invalid lz-string data');
-    if (out.length > input.maxDecompressedBytes) {
-      throw new CaptureError('payload_too_large', `decompressed payload exceeds ${input.maxDecompressedBytes} bytes`);
-    }
-    return out;
+    return lzString(payload, input.maxDecompressedBytes);
   } else if (hint === 'base64' && !decodedBase64) {
     payload = fromBase64(payload);
   }

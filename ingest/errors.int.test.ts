@@ -6,6 +6,7 @@ import { gzipSync } from 'node:zlib';
 import LZString from 'lz-string';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { post, startIngestHarness, type IngestHarness } from '../test/ingest-harness.js';
+import { lzBombLength, lzStringBomb } from '../test/lz-string-bomb.js';
 import { waitFor } from '../test/kit/index.js';
 
 const KEY = 'phc_errors_test';
@@ -134,6 +135,16 @@ describe('capture errors', () => {
     expect(bomb.length).toBeLessThan(1024 * 1024);
     const before = await h.totalMessages();
     await expectError(await post(`${h.url}/batch/`, bomb, { 'content-encoding': 'gzip' }), 413, 'payload_too_large');
+    expect(await h.totalMessages()).toBe(before);
+  });
+
+  it('errors - an lz64 bomb (small on the wire, huge decoded) gets 413 for the decompressed limit', async () => {
+    const bomb = lzStringBomb(' ', 40_000); // 800 million characters from 85 KB
+    expect(lzBombLength(40_000)).toBeGreaterThan(8e8);
+    const before = await h.totalMessages();
+    const body = await expectError(await post(`${h.url}/e/?compression=lz64`, bomb, { 'content-type': 'text/plain' }), 413, 'payload_too_large');
+    // Refused by its measured size, not by a parse thread running out of heap while building it.
+    expect(body.detail).toBe(`decompressed payload exceeds ${50 * 1024 * 1024} bytes`);
     expect(await h.totalMessages()).toBe(before);
   });
 
