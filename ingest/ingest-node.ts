@@ -63,6 +63,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
       maxHeapBytes: config.parseThreadMaxHeap,
       inlineMaxBytes: config.inlineParseMaxBytes,
       limits: { maxDecompressedBytes: config.maxDecompressedBytes, maxMessageBytes, shardCount: config.shardCount },
+      retryAfterSeconds: config.retryAfterSeconds,
     },
     registry,
     metrics,

@@ -9,7 +9,7 @@ import { isPlainJsonRequest } from './decode.js';
 import { CaptureError } from './errors.js';
 import type { IngestMetrics } from './metrics.js';
 import { parseCaptureRequest, type ParsedRequest, type ParseLimits, type RequestMeta } from './parse-request.js';
-import type { ParseTask, ParseTaskResult } from './parse-task.js';
+import type { ParseTask, ParseTaskResult, ParseThreadData } from './parse-task.js';
 import type { ReplicaMessage } from './registry-replica.js';
 import type { TokenRegistry } from './token-registry.js';
 
@@ -21,6 +21,8 @@ export interface ParsePoolOptions {
   maxHeapBytes: number;
   inlineMaxBytes: number;
   limits: ParseLimits;
+  /** Retry-After of the 503s a thread answers itself (RETRY_AFTER_SECONDS). */
+  retryAfterSeconds: number;
 }
 
 export class ParsePool {
@@ -50,7 +52,7 @@ export class ParsePool {
       minThreads: options.threads,
       maxThreads: options.threads,
       idleTimeout: Number.POSITIVE_INFINITY,
-      workerData: { registryChannel: channelName },
+      workerData: { registryChannel: channelName, retryAfterSeconds: options.retryAfterSeconds } satisfies ParseThreadData,
       resourceLimits: { maxOldGenerationSizeMb: Math.max(16, Math.round(options.maxHeapBytes / 2 ** 20)), maxYoungGenerationSizeMb: 16 },
     });
   }
@@ -85,7 +87,7 @@ export class ParsePool {
         if ((err as { code?: string }).code !== 'ERR_WORKER_OUT_OF_MEMORY') throw err;
         throw new CaptureError('payload_too_large', 'payload too large to parse within PARSE_THREAD_MAX_HEAP', {}, { cause: err });
       });
-      if (!result.ok) throw new CaptureError(result.code, result.detail, { attr: result.attr });
+      if (!result.ok) throw new CaptureError(result.code, result.detail, { attr: result.attr, headers: { ...result.headers } });
       return result.parsed;
     } finally {
       this.metrics.poolQueueDepth.set(this.pool.queueSize);

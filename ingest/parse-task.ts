@@ -13,4 +13,11 @@ export interface ParseTask {
 
 export type ParseTaskResult =
   | { ok: true; parsed: ParsedRequest }
-  | { ok: false; code: CaptureErrorCode; detail: string; attr: string | null };
+  | { ok: false; code: CaptureErrorCode; detail: string; attr: string | null; headers: Readonly<Record<string, string>> };
+
+/** What each parse thread is started with. */
+export interface ParseThreadData {
+  registryChannel: string;
+  /** Retry-After of the 503s a thread answers itself (RETRY_AFTER_SECONDS). */
+  retryAfterSeconds: number;
+}

@@ -3,14 +3,15 @@
 import { move, transferableSymbol, valueSymbol, workerData } from 'piscina';
 import { CaptureError } from './errors.js';
 import { parseCaptureRequest } from './parse-request.js';
-import type { ParseTask, ParseTaskResult } from './parse-task.js';
+import type { ParseTask, ParseTaskResult, ParseThreadData } from './parse-task.js';
 import { RegistryReplica } from './registry-replica.js';
 
-const replica = new RegistryReplica((workerData as { registryChannel: string }).registryChannel);
+const { registryChannel, retryAfterSeconds } = workerData as ParseThreadData;
+const replica = new RegistryReplica(registryChannel, { retryAfterSeconds });
 
 export default async function parseInThread(task: ParseTask): Promise<ParseTaskResult> {
-  await replica.atLeast(task.registryVersion);
   try {
+    await replica.atLeast(task.registryVersion);
     const body = new Uint8Array(task.body, task.byteOffset, task.byteLength);
     const parsed = parseCaptureRequest(body, task.meta, task.limits, replica.lookup);
     const result: ParseTaskResult = { ok: true, parsed };
@@ -24,7 +25,7 @@ export default async function parseInThread(task: ParseTask): Promise<ParseTaskR
     }) as unknown as ParseTaskResult;
   } catch (err) {
     // Errors lose their class crossing threads: send the code, rebuild the CaptureError there.
-    if (err instanceof CaptureError) return { ok: false, code: err.code, detail: err.message, attr: err.attr };
+    if (err instanceof CaptureError) return { ok: false, code: err.code, detail: err.message, attr: err.attr, headers: err.headers };
     throw err;
   }
 }
