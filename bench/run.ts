@@ -1,32 +1,33 @@
-// `npm run bench [-- --quick] [--runs N] [--duration S] [--only NAME]`
+// `npm run bench [-- --quick] [--runs N] [--duration S] [--only NAME] [--stage-timeout S] [--out DIR]`
 // Capture throughput of one ingest node against, in the same run: the ceilings (a trivial uWS
 // handler: HTTP floor; raw batched JetStream publishing: broker floor) and the baseline (the
 // straightforward node:http + publish-per-event server in bench/baseline, not part of the
-// product). Also the historical import (`spate import`), latency at 25/50/75% of the measured
-// maximum, worker throughput (bench/workers, when present) and end-to-end capture → processed
-// lag (when workers exist). Medians of the runs go to bench/results/<date>.md, .json and SVG charts.
-import { jetstreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+// product). Also latency at 25/50/75% of the measured maximum, the historical import
+// (`spate import`), worker throughput (bench/workers) and end-to-end capture → processed lag.
+//
+// Each of those is a stage with a time limit (bench/lib/stages.ts): one that fails or overruns
+// is reported as "failed: <reason>" and the others still run. The report (bench/results/<date>.md,
+// .json, SVG charts) is rewritten after every stage, so what was measured is never lost.
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { connectNats, PROJECTS_BUCKET, STREAMS } from '../lib/index.js';
-import { NatsNode } from '../deploy/local/nats-server.js';
-import { freePort } from '../deploy/local/ports.js';
-import { waitFor } from '../deploy/local/wait.js';
-import { measureJetStreamPublish, type PublishCeiling } from './ceilings/jetstream-publish.js';
-import { latencyChart, throughputChart, type LatencyPoint, type ThroughputBar } from './lib/charts.js';
+import { BENCH_KEY, startCaptureRig, type CaptureRig } from './lib/capture-rig.js';
 import { writeEventsFile } from './lib/generate-events.js';
-import { runLoad, type LoadResult } from './lib/load.js';
-import { batchBody, batchOfSize, singleBody } from './lib/payloads.js';
-import { cpuSeconds, sampleRss, startBaseline, startNodeProcess, startTrivialUws } from './lib/processes.js';
-import { machineInfo, markdownTable, median, writeResults, type Table } from './lib/report.js';
+import { markdownTable, median, writeResults } from './lib/report.js';
+import { runInfo } from './lib/run-info.js';
+import { describeError, runStage, stageSummary, type StageStatus } from './lib/stages.js';
+import { BASELINE, SPATE, STAGES, suiteCharts, suiteData, suiteTables, type StageName, type SuiteState } from './lib/suite-report.js';
+import { captureScenarios, emptyCaptureResults, measureCapture } from './scenarios/capture.js';
 import { runEndToEnd } from './scenarios/e2e-cluster.js';
-import { workersAvailable, type LagPoint } from './scenarios/e2e-lag.js';
-import { measureImport, type ImportMeasurement } from './scenarios/historical-import.js';
+import { workersAvailable } from './scenarios/e2e-lag.js';
+import { measureImport } from './scenarios/historical-import.js';
 import { latencyVsRate, type RatePoint } from './scenarios/latency-vs-rate.js';
-import { runWorkerBench } from './scenarios/worker-throughput.js';
+import { measureWorkerThroughput } from './scenarios/worker-throughput.js';
+
+const benchStarted = performance.now();
+const elapsedS = () => (performance.now() - benchStarted) / 1000;
+const log = (m: string) => console.error(`[bench +${elapsedS().toFixed(1)}s] ${m}`);
 
 const { values: args } = parseArgs({
   options: {
@@ -34,265 +35,230 @@ const { values: args } = parseArgs({
     runs: { type: 'string' },
     duration: { type: 'string' },
     only: { type: 'string' },
+    'stage-timeout': { type: 'string' },
     out: { type: 'string', default: new URL('../../bench/results', import.meta.url).pathname },
   },
 });
+
+function positive(option: string, value: string | undefined, fallback: number, integer = false): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!(n > 0) || (integer && !Number.isInteger(n))) throw new Error(`--${option} must be a positive ${integer ? 'integer' : 'number'} (got ${JSON.stringify(value)})`);
+  return n;
+}
+
 const quick = args.quick;
-const runs = Number(args.runs ?? (quick ? 1 : 3));
-const baseDurationS = Number(args.duration ?? (quick ? 2 : 10));
-const durationS = baseDurationS;
-const KEY = 'phc_bench';
-const MB20 = 20 * 1024 * 1024;
+const runs = positive('runs', args.runs, quick ? 1 : 3, true);
+const durationS = positive('duration', args.duration, quick ? 1 : 10);
+const stageTimeoutS = args['stage-timeout'] === undefined ? undefined : positive('stage-timeout', args['stage-timeout'], 0);
 const FRACTIONS = [0.25, 0.5, 0.75] as const;
-const SPATE = 'Spate';
-const BASELINE = 'baseline (node:http, publish per event)';
-const HTTP_CEILING = 'trivial uWS (HTTP ceiling)';
-const BROKER_CEILING = 'raw JetStream publish (broker ceiling)';
+// --quick is a smoke test in under a minute (ARCHITECTURE.md), not figures: 1 s runs, small
+// sizes, short waits for idle servers, and no end-to-end stage unless --only names it (it
+// starts a whole cluster: PostgreSQL, admin, ingest and workers).
+const latencyWarmupS = quick ? 0.25 : 1;
+const quietMaxS = quick ? 1 : 10;
+const importEvents = quick ? 150_000 : 2_000_000;
+// Long enough for the sustained rate to show after a 1 s warm-up.
+const importDurationS = quick ? 2 : Math.max(5, durationS);
+const e2eFractions: readonly number[] = quick ? [0.5] : FRACTIONS;
+const e2eWorkers = quick ? 1 : 2;
 
-interface Scenario {
-  name: string;
-  path: string;
-  body: string;
-  events: number;
-  connections: number;
-  /** Compare with the trivial uWS handler answering the same requests. */
-  httpCeiling?: boolean;
-  /** Compare with raw JetStream publishing of the same bytes. */
-  brokerCeiling?: boolean;
-  trackRss?: boolean;
-  /** Also measure latency at fractions of this scenario's maximum. */
-  latency?: boolean;
-  /** Seconds at least (a 20 MB request takes seconds; a 2 s quick run would finish none). */
-  minDurationS?: number;
+/** --only NAME: a stage or scenario runs when NAME (any case) is part of one of its names. */
+const only = args.only?.toLowerCase();
+const wanted = (...names: string[]) => !only || names.some((n) => n.toLowerCase().includes(only));
+
+const scenarios = captureScenarios(BENCH_KEY, { quick }).filter((s) => wanted(s.name) || (s.latency && wanted('latency vs rate')));
+const state: SuiteState = {
+  quick,
+  runs,
+  durationS,
+  latencyDurationS: durationS,
+  importEvents,
+  importDurationS,
+  stages: new Map(STAGES.map((s) => [s, { state: 'pending' }])),
+  scenarios,
+  capture: emptyCaptureResults({ quick }),
+  imports: new Map(),
+  latency: new Map(),
+  uncaught: [],
+};
+
+// Work a stage abandoned at its time limit may still fail later: reported, but the run goes on.
+const onUncaught = (err: unknown) => {
+  state.uncaught.push(describeError(err));
+  log(`uncaught error: ${describeError(err)}`);
+};
+process.on('uncaughtException', onUncaught);
+process.on('unhandledRejection', onUncaught);
+
+/** Time limits: about twice what each stage should take, plus room for starting servers. */
+const limits: Record<StageName, number> = {
+  'capture scenarios': 60 + 2 * runs * scenarios.reduce((sum, s) => sum + 3 * (Math.max(s.minDurationS ?? 0, durationS) + 2), durationS + 2),
+  'latency vs rate': 60 + 2 * scenarios.filter((s) => s.latency).length * (FRACTIONS.length + 1) * (durationS + latencyWarmupS + 5),
+  'historical import': 60 + 2 * runs * 2 * (importDurationS + 15),
+  'worker throughput': quick ? 150 : 900,
+  'e2e lag': 180 + (e2eFractions.length + 1) * (durationS + 70),
+};
+
+const info = runInfo();
+const name = info.date.slice(0, 10) + (quick ? '-quick' : '');
+const outDir = args.out;
+
+/** Tables and JSON: after every measurement, stage and on Ctrl-C. Never throws. */
+function writeReport(): void {
+  try {
+    writeResults(outDir, name, { info, tables: suiteTables(state), data: suiteData(state) });
+  } catch (err) {
+    log(`could not write the report: ${describeError(err)}`);
+  }
 }
 
-interface Measured extends LoadResult {
-  ingestCpuUsPerEvent: number;
-  rssPeakMiB: number;
+// Ctrl-C (or a kill) keeps what was measured; children are killed on exit (bench/lib/processes.ts).
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.prependOnceListener(signal, () => {
+    for (const [stageName, s] of state.stages) if (s.state === 'running') state.stages.set(stageName, { state: 'failed', seconds: Number.NaN, reason: `interrupted (${signal})` });
+    writeReport();
+    process.exit(130);
+  });
 }
 
-const benchStarted = performance.now();
-const log = (m: string) => console.error(`[bench +${((performance.now() - benchStarted) / 1000).toFixed(0)}s] ${m}`);
-const wanted = (name: string) => !args.only || name.includes(args.only);
-const push = <K, V>(map: Map<K, V[]>, key: K, value: V) => map.set(key, [...(map.get(key) ?? []), value]);
-const ratio = (a: number, b: number) => (b > 0 && Number.isFinite(a) ? `${a / b >= 10 ? (a / b).toFixed(0) : (a / b).toPrecision(2)}×` : b === 0 && a > 0 ? '∞ (baseline finished nothing)' : '–');
+/** Runs one stage with its time limit, records how it went and rewrites the report. */
+async function stage(stageName: StageName, work: (signal: AbortSignal) => Promise<void>): Promise<StageStatus> {
+  const limitS = stageTimeoutS ?? limits[stageName];
+  state.stages.set(stageName, { state: 'running' });
+  log(`stage ${stageName} (time limit ${Math.round(limitS)} s)`);
+  const status = await runStage(work, { limitS });
+  state.stages.set(stageName, status);
+  log(`stage ${stageName}: ${stageSummary(status)}${'seconds' in status ? ` (${status.seconds.toFixed(1)} s)` : ''}`);
+  writeReport();
+  return status;
+}
+
+function skip(stageName: StageName, reason: string): void {
+  state.stages.set(stageName, { state: 'skipped', reason });
+  log(`stage ${stageName}: not run (${reason})`);
+}
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'spate-bench-'));
-  const nats = new NatsNode({ dir, port: await freePort(), monitorPort: await freePort(), serverName: 'bench' });
-  await nats.start();
-  const nc = await connectNats(nats.url, 'bench');
-  const kv = await new Kvm(nc).create(PROJECTS_BUCKET, { history: 1 });
-  await kv.put(KEY, JSON.stringify({ projectId: 1, organizationId: 'bench' }));
-  const jsm = await jetstreamManager(nc);
+  // Run as root, PostgreSQL runs as the postgres user: it must reach its data dir in here, or
+  // the launcher puts it under /var/lib/spate, where nothing removes it after the run.
+  chmodSync(dir, 0o711);
+  // Also on Ctrl-C or a crash; after the children were killed (their exit handlers came first).
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  log(`commit ${info.commit}; ${info.command}`);
+  const onlyReason = `--only ${JSON.stringify(args.only)}`;
 
-  const capturePort = await freePort();
-  const ingest = startNodeProcess(import.meta.url, '../ingest/main', { NATS_URL: nats.url, CAPTURE_PORT: String(capturePort), LOG_LEVEL: 'warn' });
-  const captureUrl = `http://127.0.0.1:${capturePort}`;
-  await waitFor('ingest node', async () => (await fetch(`${captureUrl}/_ready`).catch(() => undefined))?.ok === true, 60_000);
-  const trivial = await startTrivialUws();
-  const baseline = await startBaseline(nats.url); // after the ingest node created the streams
-
-  const big = batchOfSize(KEY, MB20);
-  const scenarios: Scenario[] = [
-    { name: 'capture single', path: '/capture/', body: singleBody(KEY), events: 1, connections: 100, httpCeiling: true, latency: true },
-    { name: 'batch 100', path: '/batch/', body: batchBody(KEY, 100), events: 100, connections: 32, httpCeiling: true, latency: !quick },
-    { name: 'batch 1000', path: '/batch/', body: batchBody(KEY, 1000), events: 1000, connections: 16, httpCeiling: true, brokerCeiling: true },
-    { name: 'batch 20 MB', path: '/batch/', body: big.body, events: big.events, connections: 16, brokerCeiling: true, trackRss: true, minDurationS: 5 },
-  ].filter((s) => wanted(s.name));
-  const doImport = wanted('historical import');
-
-  // The file for the import scenario: more events than the importer can send in durationS.
-  const importFile = join(dir, 'import.ndjson');
-  const importEvents = quick ? 500_000 : 2_000_000;
-  // Long enough for the sustained rate to show after a 1 s warm-up (--quick keeps under a minute).
-  const importDurationS = quick ? 4 : Math.max(5, durationS);
-  if (doImport) {
-    log(`writing ${importEvents.toLocaleString('en-US')} events for the import scenario`);
-    await writeEventsFile(importFile, { count: importEvents });
+  // ---- capture scenarios, latency vs rate, historical import: one ingest node and its ceilings ----
+  const doCapture = scenarios.length > 0;
+  const latencyScenarios = scenarios.filter((s) => s.latency);
+  const doImport = wanted('historical import', 'import');
+  let rig: CaptureRig | undefined;
+  let rigFailure: string | undefined;
+  if (doCapture || doImport) {
+    log('starting nats-server, an ingest node, the trivial uWS ceiling and the baseline');
+    const status = await runStage(
+      async (signal) => {
+        rig = await startCaptureRig(join(dir, 'nats'), { quietMaxS, signal });
+      },
+      { limitS: 120 },
+    );
+    if (status.state === 'failed') rigFailure = `the ingest node and its ceilings did not start: ${status.reason}`;
   }
-
-  const spate = new Map<string, Measured[]>();
-  const base = new Map<string, LoadResult[]>();
-  const http = new Map<string, LoadResult[]>();
-  const broker: PublishCeiling[] = [];
-  const imports = new Map<string, ImportMeasurement[]>();
-  const purge = async () => {
-    for (const name of Object.values(STREAMS)) await jsm.streams.purge(name);
+  const withRig = async (stageName: StageName, work: (rig: CaptureRig, signal: AbortSignal) => Promise<void>) => {
+    if (rigFailure) {
+      state.stages.set(stageName, { state: 'failed', seconds: 0, reason: rigFailure });
+      return;
+    }
+    await stage(stageName, (signal) => work(rig!, signal));
   };
 
-  for (let run = 1; run <= runs; run++) {
-    for (const s of scenarios) {
-      await purge();
-      const durationS = Math.max(s.minDurationS ?? 0, baseDurationS);
-      log(`run ${run}/${runs}: ${s.name} (${s.connections} connections, ${durationS}s)`);
-      const cpuBefore = cpuSeconds(ingest.pid);
-      const rss = s.trackRss ? sampleRss(ingest.pid) : undefined;
-      const r = await runLoad({ url: `${captureUrl}${s.path}`, body: s.body, eventsPerRequest: s.events, connections: s.connections, durationS });
-      const rssPeak = rss?.stop() ?? Number.NaN;
-      const cpu = cpuSeconds(ingest.pid) - cpuBefore;
-      const events = r.eventsPerSec * durationS;
-      push(spate, s.name, { ...r, ingestCpuUsPerEvent: events > 0 ? (cpu / events) * 1e6 : Number.NaN, rssPeakMiB: rssPeak / 1024 ** 2 });
-      if (s.httpCeiling) {
-        log(`run ${run}/${runs}: ${s.name} → trivial uWS`);
-        push(http, s.name, await runLoad({ url: `${trivial.url}${s.path}`, body: s.body, eventsPerRequest: s.events, connections: s.connections, durationS }));
+  if (doCapture) {
+    await withRig('capture scenarios', (r, signal) => measureCapture({ rig: r, scenarios, runs, durationS, signal, log, onMeasured: writeReport }, state.capture));
+  } else skip('capture scenarios', onlyReason);
+
+  if (latencyScenarios.length > 0) {
+    await withRig('latency vs rate', async (r, signal) => {
+      const missing: string[] = [];
+      for (const s of latencyScenarios) {
+        // At fractions of the median maximum (requests/s) measured by the capture stage.
+        const max = median((state.capture.spate.get(s.name) ?? []).map((m) => m.reqPerSec));
+        if (!(max > 0)) {
+          missing.push(s.name);
+          continue;
+        }
+        const points: RatePoint[] = [];
+        state.latency.set(s.name, points);
+        const { body, events } = s.body();
+        await r.purge();
+        await latencyVsRate(
+          { url: r.captureUrl, path: s.path, body, eventsPerRequest: events, connections: s.connections, durationS, warmupS: latencyWarmupS, maxReqPerSec: max, fractions: FRACTIONS, beforePoint: () => r.quiet(), onMeasured: writeReport, signal, log },
+          points,
+        );
       }
-      await purge();
-      log(`run ${run}/${runs}: ${s.name} → baseline`);
-      // The baseline gets the base duration even where Spate gets longer: it finishes no 20 MB request in either.
-      push(base, s.name, await runLoad({ url: `${baseline.url}${s.path}`, body: s.body, eventsPerRequest: s.events, connections: s.connections, durationS: baseDurationS }));
-    }
-    if (scenarios.some((s) => s.brokerCeiling)) {
-      await purge();
-      log(`run ${run}/${runs}: raw JetStream publish ceiling`);
-      broker.push(await measureJetStreamPublish(nats.url, { durationS, messageBytes: 1024 * 1024, inFlight: 16 }));
-    }
-    if (doImport) {
-      for (const [series, url] of [
-        [SPATE, captureUrl],
-        [BASELINE, baseline.url],
-      ] as const) {
-        await purge();
-        log(`run ${run}/${runs}: historical import → ${series === SPATE ? 'Spate' : 'baseline'}`);
-        push(imports, series, await measureImport({ captureUrl: url, key: KEY, file: importFile, durationS: importDurationS, warmupS: 1, workDir: dir }));
-      }
-    }
-  }
+      if (missing.length) throw new Error(`no maximum measured for ${missing.join(', ')} (see the capture stage)`);
+    });
+  } else skip('latency vs rate', onlyReason);
 
-  // Latency at 25/50/75% of each scenario's median maximum (requests/s).
-  const latency = new Map<string, RatePoint[]>();
-  for (const s of scenarios.filter((x) => x.latency)) {
-    await purge();
-    const max = median((spate.get(s.name) ?? []).map((m) => m.reqPerSec));
-    if (!(max > 0)) continue;
-    latency.set(s.name, await latencyVsRate({ url: captureUrl, path: s.path, body: s.body, eventsPerRequest: s.events, connections: s.connections, durationS, maxReqPerSec: max, fractions: FRACTIONS, log }));
-  }
-
-  await purge();
-  const workers = await runWorkerBench(import.meta.url, { natsUrl: nats.url, quick, durationS, runs, log });
-
-  await baseline.stop();
-  await trivial.stop();
-  await ingest.stop();
-  await nc.close();
-  await nats.stop();
-
-  // End to end needs workers: a whole local cluster (the launcher) with them.
-  let lag: LagPoint[] | undefined;
-  let lagNote = '';
-  if (!wanted('e2e lag')) lagNote = 'not run (--only)';
-  else if (!workersAvailable()) lagNote = 'not run: no worker entry point (workers/main.ts) in this checkout';
-  else lag = await runEndToEnd({ dataDir: join(dir, 'cluster'), durationS, fractions: FRACTIONS, log });
-  rmSync(dir, { recursive: true, force: true });
-
-  // ---- report ----
-  const med = <T>(list: T[] | undefined, pick: (x: T) => number) => median((list ?? []).map(pick));
-  const brokerEvents = median(broker.map((b) => b.eventsPerSec));
-  const brokerMb = median(broker.map((b) => b.mbPerSec));
-  const plural = runs > 1 ? 's' : '';
-  const capture: Table = {
-    title: `Capture into JetStream (median of ${runs} run${plural}, ${durationS}s each)`,
-    note:
-      'Every counted event was acknowledged by JetStream before its request got 200. "× baseline" compares events/s with the baseline server (node:http, JSON.parse, one awaited JetStream publish per event; bench/baseline) given the same requests; ' +
-      '"× uWS" compares requests/s with a trivial uWS handler; "× JetStream" compares events/s with raw batched publishing of the same bytes.',
-    columns: ['scenario', 'conns', 'req/s', 'events/s', 'MB/s in', 'p50 ms', 'p99 ms', 'ingest CPU µs/event', 'peak RSS MiB', 'baseline events/s', 'baseline p99 ms', '× baseline', '× uWS', '× JetStream', 'errors'],
-    rows: scenarios.map((s) => {
-      const m = spate.get(s.name);
-      const b = base.get(s.name);
-      const reqPerSec = med(m, (x) => x.reqPerSec);
-      const eventsPerSec = med(m, (x) => x.eventsPerSec);
-      const baseEvents = med(b, (x) => x.eventsPerSec);
-      return [
-        s.name,
-        s.connections,
-        reqPerSec,
-        eventsPerSec,
-        med(m, (x) => x.mbPerSec),
-        med(m, (x) => x.p50),
-        med(m, (x) => x.p99),
-        med(m, (x) => x.ingestCpuUsPerEvent),
-        med(m, (x) => x.rssPeakMiB),
-        baseEvents,
-        baseEvents > 0 ? med(b, (x) => x.p99) : '–',
-        ratio(eventsPerSec, baseEvents),
-        s.httpCeiling ? ratio(reqPerSec, med(http.get(s.name), (x) => x.reqPerSec)) : '–',
-        s.brokerCeiling ? ratio(eventsPerSec, brokerEvents) : '–',
-        (m ?? []).reduce((n, x) => n + x.errors + x.non2xx, 0),
-      ];
-    }),
-  };
-  const spateImport = imports.get(SPATE);
-  const baseImport = imports.get(BASELINE);
-  const importEventsPerSec = med(spateImport, (x) => x.eventsPerSec);
-  const importTable: Table = {
-    title: `Historical import: \`spate import\` into HISTORICAL (median of ${runs} run${plural}, at most ${importDurationS}s each)`,
-    note: `A generated NDJSON file of ${importEvents.toLocaleString('en-US')} events (~330 bytes each), imported with the defaults (4 requests in flight, 4 MiB batches, historical_migration: true), importer and cluster on the same machine. Counted: events acknowledged by capture (stored in JetStream) per second after a 1 s warm-up, until the file ends or the time is up. Target: ≥ 100,000 events/s.`,
-    columns: ['target', 'events/s', 'MB/s', 'finished the file', 'retries'],
-    rows: [
-      [SPATE, importEventsPerSec, med(spateImport, (x) => x.mbPerSec), spateImport?.every((x) => x.finished) ? 'yes' : 'no (cut at the deadline)', (spateImport ?? []).reduce((n, x) => n + x.retries, 0)],
-      [BASELINE, med(baseImport, (x) => x.eventsPerSec), med(baseImport, (x) => x.mbPerSec), baseImport?.every((x) => x.finished) ? 'yes' : 'no (cut at the deadline)', (baseImport ?? []).reduce((n, x) => n + x.retries, 0)],
-      ['Spate ÷ baseline', ratio(importEventsPerSec, med(baseImport, (x) => x.eventsPerSec)), '', '', ''],
-    ],
-  };
-  const latencyTable: Table = {
-    title: 'Capture latency at a constant offered rate (open loop, measured from when each request was due), as a share of the maximum measured above',
-    columns: ['scenario', '% of max', 'offered req/s', 'achieved req/s', 'events/s', 'p50 ms', 'p90 ms', 'p99 ms', 'p99.9 ms', 'errors'],
-    rows: [...latency].flatMap(([name, points]) => points.map((p) => [name, `${Math.round(p.fraction * 100)}%`, p.offeredReqPerSec, p.achievedReqPerSec, p.eventsPerSec, p.p50, p.p90, p.p99, p.p999, p.errors])),
-  };
-  const lagTable: Table = {
-    title: 'End-to-end lag, capture → PROCESSED (workers)',
-    note: lag ? 'First row: capture as fast as it goes (the pipeline maximum); then constant offered rates at fractions of it. Lag = time the processed line was read − time the request was sent.' : `End-to-end lag: ${lagNote}.`,
-    columns: ['offered', 'events/s offered', 'sent', 'processed', 'processed/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms'],
-    rows: (lag ?? []).map((p) => [p.fraction === 1 && !Number.isFinite(p.offeredEventsPerSec) ? 'maximum' : `${Math.round(p.fraction * 100)}%`, p.offeredEventsPerSec, p.sentEvents, p.processedEvents, p.processedPerSec, p.p50, p.p90, p.p99, p.max]),
-  };
-  const ceilings: Table = {
-    title: 'Ceilings measured in the same run',
-    columns: ['ceiling', 'events/s', 'MB/s'],
-    rows: [['raw JetStream publish, 1 MiB messages, 16 in flight', brokerEvents, brokerMb]],
-  };
-  const target = (label: string, value: number, goal: number, unit: string) => [label, `≥ ${goal.toLocaleString('en-US')}${unit}`, Number.isFinite(value) ? `${value >= 100 ? Math.round(value).toLocaleString('en-US') : value.toFixed(1)}${unit}` : '–', Number.isFinite(value) ? (value >= goal ? 'met' : 'not met') : '–'];
-  const speedup = (name: string) => med(spate.get(name), (x) => x.eventsPerSec) / med(base.get(name), (x) => x.eventsPerSec);
-  const targets: Table = {
-    title: 'Targets (issue 7)',
-    columns: ['what', 'target', 'measured', ''],
-    rows: [target('/batch/ of 1,000: Spate ÷ baseline', speedup('batch 1000'), 15, '×'), target('/capture/: Spate ÷ baseline', speedup('capture single'), 8, '×'), target('historical import into HISTORICAL', importEventsPerSec, 100_000, ' events/s')],
-  };
-
-  const name = new Date().toISOString().slice(0, 10) + (quick ? '-quick' : '');
-  const bars: ThroughputBar[] = [];
-  for (const s of scenarios) {
-    bars.push({ scenario: s.name, series: SPATE, eventsPerSec: med(spate.get(s.name), (x) => x.eventsPerSec) });
-    bars.push({ scenario: s.name, series: BASELINE, eventsPerSec: med(base.get(s.name), (x) => x.eventsPerSec) });
-    if (s.httpCeiling) bars.push({ scenario: s.name, series: HTTP_CEILING, eventsPerSec: med(http.get(s.name), (x) => x.reqPerSec) * s.events });
-    if (s.brokerCeiling) bars.push({ scenario: s.name, series: BROKER_CEILING, eventsPerSec: brokerEvents });
-  }
   if (doImport) {
-    bars.push({ scenario: 'historical import', series: SPATE, eventsPerSec: importEventsPerSec });
-    bars.push({ scenario: 'historical import', series: BASELINE, eventsPerSec: med(baseImport, (x) => x.eventsPerSec) });
+    await withRig('historical import', async (r, signal) => {
+      // More events than the importer can send in the time given.
+      const importFile = join(dir, 'import.ndjson');
+      log(`writing ${importEvents.toLocaleString('en-US')} events for the import`);
+      await writeEventsFile(importFile, { count: importEvents });
+      // The baseline's first 4 MiB batches (one awaited publish per event) take longer than a quick run.
+      const targets = quick ? [[SPATE, r.captureUrl] as const] : ([[SPATE, r.captureUrl], [BASELINE, r.baselineUrl]] as const);
+      for (let run = 1; run <= runs; run++) {
+        for (const [series, url] of targets) {
+          signal.throwIfAborted();
+          await r.purge();
+          await r.quiet();
+          log(`run ${run}/${runs}: historical import → ${series === SPATE ? 'Spate' : 'baseline'}`);
+          const m = await measureImport({ captureUrl: url, key: BENCH_KEY, file: importFile, durationS: importDurationS, warmupS: 1, workDir: dir, signal });
+          signal.throwIfAborted();
+          state.imports.set(series, [...(state.imports.get(series) ?? []), m]);
+          writeReport();
+        }
+      }
+    });
+  } else skip('historical import', onlyReason);
+
+  if (rig) {
+    log('stopping the ingest node, ceilings and baseline');
+    await rig.stop();
   }
-  const charts: string[] = [];
-  const outDir = args.out;
-  mkdirSync(outDir, { recursive: true });
-  await throughputChart(join(outDir, `${name}-throughput.svg`), `Events/s per scenario: Spate vs baseline and ceilings (${name})`, bars);
-  charts.push(`![Throughput per scenario](${name}-throughput.svg)`);
-  const latencyPoints: LatencyPoint[] = [...latency].flatMap(([scenario, points]) =>
-    points.flatMap((p) => (['p50', 'p90', 'p99'] as const).map((q) => ({ percentOfMax: p.fraction * 100, series: `${scenario} ${q}`, ms: p[q] }))),
-  );
-  if (latencyPoints.length > 0) {
-    await latencyChart(join(outDir, `${name}-latency.svg`), `Capture latency vs offered rate (${name})`, latencyPoints);
-    charts.push(`![Capture latency vs offered rate](${name}-latency.svg)`);
+
+  // ---- worker throughput: its own nats-server, PostgreSQL and one worker process ----
+  if (wanted('worker throughput', 'workers')) {
+    await stage('worker throughput', async (signal) => {
+      state.workers = await measureWorkerThroughput({ quick, signal, log });
+    });
+  } else skip('worker throughput', onlyReason);
+
+  // ---- end to end: a whole local cluster (the launcher) with workers ----
+  if (!wanted('e2e lag', 'end-to-end lag')) skip('e2e lag', onlyReason);
+  else if (quick && !only) skip('e2e lag', '--quick (it starts a whole cluster; `npm run bench -- --quick --only e2e` runs it)');
+  else if (!workersAvailable()) skip('e2e lag', 'no worker entry point (workers/main.ts) in this checkout');
+  else {
+    await stage('e2e lag', async (signal) => {
+      state.lag = await runEndToEnd({ dataDir: join(dir, 'cluster'), durationS, fractions: e2eFractions, workers: e2eWorkers, log, signal });
+    });
   }
-  if (lag) {
-    const lagPoints = lag.filter((p) => p.fraction < 1).flatMap((p) => (['p50', 'p90', 'p99'] as const).map((q) => ({ percentOfMax: p.fraction * 100, series: `lag ${q}`, ms: p[q] })));
-    await latencyChart(join(outDir, `${name}-e2e-lag.svg`), `End-to-end lag vs offered rate (${name})`, lagPoints);
-    charts.push(`![End-to-end lag vs offered rate](${name}-e2e-lag.svg)`);
-  }
-  const tables = [targets, capture, importTable, latencyTable, lagTable, ceilings, ...(workers.table ? [workers.table] : [])];
-  const files = writeResults(outDir, name, machineInfo(), tables, { spate: Object.fromEntries(spate), baseline: Object.fromEntries(base), http: Object.fromEntries(http), broker, imports: Object.fromEntries(imports), latency: Object.fromEntries(latency), lag: lag ?? lagNote, workers: workers.data }, `## Charts\n\n${charts.join('\n\n')}`);
+
+  const tables = suiteTables(state);
+  const charts = await suiteCharts(state, outDir, name).catch((err: unknown) => `## Charts\n\nnot drawn: ${describeError(err)}`);
+  const files = writeResults(outDir, name, { info, elapsedS: elapsedS(), tables, data: suiteData(state), extra: charts });
+  const failed = [...state.stages].filter(([, s]) => s.state === 'failed');
   console.log(`\n${tables.map(markdownTable).join('\n\n')}\n\nwritten: ${files.md}`);
+  console.log(`elapsed: ${elapsedS().toFixed(1)} s${failed.length ? `; failed stages: ${failed.map(([n]) => n).join(', ')}` : ''}`);
+  process.exitCode = failed.length || state.uncaught.length ? 1 : 0;
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exit(1);
-});
+main().then(
+  // Work abandoned by an overrun stage may still hold timers or sockets.
+  () => process.exit(),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

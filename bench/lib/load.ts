@@ -1,7 +1,14 @@
 // Load generation with autocannon: fixed duration, keep-alive connections, no pipelining
 // (uWS closes a connection that pipelines a request before the previous answer is written,
 // and capture answers only after JetStream acknowledged; no PostHog SDK pipelines).
+//
+// Only 2xx answers count: throughput, MB/s and the latency percentiles are of 2xx answers (a
+// 503 is answered fast and would flatter the percentiles). A 503 with Retry-After is the ingest
+// node's in-flight budget refusing a body it has no room for, by design (16 clients × 20 MB);
+// it is counted as `busy`, apart from real failures (`errors`).
 import autocannon from 'autocannon';
+import hdr from 'hdr-histogram-js';
+import { isBusy } from './paced-load.js';
 
 export interface LoadOptions {
   url: string;
@@ -10,12 +17,13 @@ export interface LoadOptions {
   connections: number;
   durationS: number;
   headers?: Record<string, string>;
-  /** Offered rate in requests/s for the whole run (autocannon -R); unset = as fast as possible. */
-  overallRate?: number;
+  /** Stops the load early (the result covers what was measured so far). */
+  signal?: AbortSignal;
 }
 
 export interface LoadResult {
   requests: number;
+  /** Answers 2xx: every figure below except busy/errors is of these only. */
   ok: number;
   reqPerSec: number;
   eventsPerSec: number;
@@ -25,36 +33,61 @@ export interface LoadResult {
   p90: number;
   p99: number;
   p999: number;
+  /** 503 with Retry-After: refused for lack of room, by design. */
+  busy: number;
+  /** Everything else that was not 2xx: other statuses, connection errors, timeouts. */
   errors: number;
-  non2xx: number;
 }
 
 export async function runLoad(o: LoadOptions): Promise<LoadResult> {
-  const result = await autocannon({
-    url: o.url,
-    method: 'POST',
-    body: o.body,
-    headers: { 'content-type': 'application/json', ...o.headers },
-    connections: o.connections,
-    pipelining: 1,
-    duration: o.durationS,
-    overallRate: o.overallRate,
-    timeout: 60,
-  });
+  const latency = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: 3 }); // µs
+  let busy = 0;
+  let stop: () => void = () => undefined;
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: o.url,
+        method: 'POST',
+        body: o.body,
+        headers: { 'content-type': 'application/json', ...o.headers },
+        connections: o.connections,
+        pipelining: 1,
+        duration: o.durationS,
+        timeout: 60,
+        // Method, body and headers come from the defaults above; this only sees each answer.
+        requests: [
+          {
+            onResponse: (status, _body, _context, headers) => {
+              if (isBusy(status, headers ?? {})) busy++;
+            },
+          },
+        ],
+      },
+      (err, r) => (err ? reject(err as Error) : resolve(r)),
+    );
+    // autocannon's own percentiles are whole milliseconds; these are microseconds (2xx only, as its).
+    instance.on('response', (_client, status, _bytes, ms) => {
+      if (status >= 200 && status < 300) latency.recordValue(Math.max(1, Math.round(ms * 1000)));
+    });
+    stop = () => instance.stop();
+    o.signal?.addEventListener('abort', stop, { once: true });
+  }).finally(() => o.signal?.removeEventListener('abort', stop));
   const ok = result['2xx'];
-  const seconds = result.duration;
+  const seconds = Math.max(0.001, result.duration);
   const bodyBytes = Buffer.byteLength(o.body);
+  const ms = (p: number) => (latency.totalCount > 0 ? latency.getValueAtPercentile(p) / 1000 : Number.NaN);
   return {
     requests: result.requests.total,
     ok,
     reqPerSec: ok / seconds,
     eventsPerSec: (ok * o.eventsPerRequest) / seconds,
     mbPerSec: (ok * bodyBytes) / seconds / 1e6,
-    p50: result.latency.p50,
-    p90: result.latency.p90,
-    p99: result.latency.p99,
-    p999: result.latency.p99_9,
-    errors: result.errors + result.timeouts,
-    non2xx: result.non2xx,
+    p50: ms(50),
+    p90: ms(90),
+    p99: ms(99),
+    p999: ms(99.9),
+    busy,
+    // autocannon's errors already include its timeouts.
+    errors: result.errors + Math.max(0, result.non2xx - busy),
   };
 }

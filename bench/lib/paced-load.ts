@@ -1,8 +1,13 @@
 // Open-loop load at a constant rate: request i is due at start + i/rate whatever happened to the
-// requests before it, and its latency is measured from when it was due, so a server that falls
-// behind shows it in the percentiles (no coordinated omission). autocannon's -R is not used for
-// this: each of its connections sends its whole per-second quota in one burst at every second
-// tick, and its omission correction assumes a 1 ms interval, which inflates every percentile.
+// requests before it, it is sent when due (the generator wakes for each due time, so requests
+// are spread over the second, at millisecond granularity), and its latency is measured from when
+// it was due, so a server that falls behind shows it in the percentiles (no coordinated
+// omission). autocannon's -R is not used for this: each of its connections sends its whole
+// per-second quota in one burst at every second tick, and its omission correction assumes a 1 ms
+// interval, which inflates every percentile.
+//
+// How late the generator itself sent requests is reported apart (sendLag*): when it is large the
+// load generator, not the server, was short of CPU.
 import hdr from 'hdr-histogram-js';
 import { Pool } from 'undici';
 
@@ -14,55 +19,109 @@ export interface PacedOptions {
   ratePerSec: number;
   durationS: number;
   connections: number;
+  /** Seconds of load at the same rate before measuring (connections opened, caches warm); default 0. */
+  warmupS?: number;
+  /** Stops sending; requests in flight are still awaited. */
+  signal?: AbortSignal;
 }
 
 export interface PacedResult {
+  /** Requests sent after the warm-up. */
   sent: number;
+  /** Of those, answered 2xx (only these are in the latency percentiles). */
   ok: number;
+  /** Answered 503 with Retry-After: the server refusing work it has no room for, by design. */
+  busy: number;
+  /** Anything else: other statuses, connection errors. */
   errors: number;
+  /** 2xx answers per second over the measured window. */
   achievedPerSec: number;
   p50: number;
   p90: number;
   p99: number;
   p999: number;
   max: number;
+  /** How late the generator sent requests after they were due, ms. */
+  sendLagP50: number;
+  sendLagP99: number;
+  sendLagMax: number;
+}
+
+const microseconds = () => hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: 3 });
+
+export function isBusy(status: number, headers: Record<string, string | string[] | undefined>): boolean {
+  if (status !== 503) return false;
+  return Object.keys(headers).some((name) => name.toLowerCase() === 'retry-after');
 }
 
 export async function runPaced(o: PacedOptions): Promise<PacedResult> {
   const pool = new Pool(o.url, { connections: o.connections, pipelining: 1, keepAliveTimeout: 30_000 });
-  const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: 3 }); // µs
+  const latency = microseconds();
+  const sendLag = microseconds();
+  const intervalMs = 1000 / o.ratePerSec;
+  const warmupCount = Math.round((o.warmupS ?? 0) * o.ratePerSec);
+  const total = warmupCount + Math.max(1, Math.round(o.durationS * o.ratePerSec));
   let sent = 0;
   let ok = 0;
+  let busy = 0;
   let errors = 0;
   const inflight = new Set<Promise<void>>();
-  const start = performance.now();
-  const end = start + o.durationS * 1000;
-  const fire = (dueAt: number) => {
+  const fire = (dueAt: number, measured: boolean) => {
     const body = typeof o.body === 'string' ? o.body : o.body();
+    if (measured) {
+      sent++;
+      sendLag.recordValue(Math.max(1, Math.round((performance.now() - dueAt) * 1000)));
+    }
     const p = pool
       .request({ method: 'POST', path: o.path, body, headers: { 'content-type': 'application/json' } })
       .then(async (res) => {
         await res.body.dump();
-        histogram.recordValue(Math.max(1, Math.round((performance.now() - dueAt) * 1000)));
-        if (res.statusCode >= 200 && res.statusCode < 300) ok++;
+        if (!measured) return;
+        if (res.statusCode >= 200 && res.statusCode < 300) {
+          ok++;
+          latency.recordValue(Math.max(1, Math.round((performance.now() - dueAt) * 1000)));
+        } else if (isBusy(res.statusCode, res.headers)) busy++;
         else errors++;
       })
       .catch(() => {
-        errors++;
+        if (measured) errors++;
       })
       .finally(() => inflight.delete(p));
     inflight.add(p);
   };
-  for (;;) {
+
+  const start = performance.now();
+  const measureFrom = start + warmupCount * intervalMs;
+  let next = 0;
+  while (next < total && !o.signal?.aborted) {
+    // Everything due by now goes out now (request `next` is due at start + next × interval).
     const now = performance.now();
-    if (now >= end) break;
-    const due = Math.floor(((now - start) / 1000) * o.ratePerSec);
-    while (sent < due) fire(start + (sent++ * 1000) / o.ratePerSec);
-    await new Promise((r) => setTimeout(r, 1));
+    while (next < total && start + next * intervalMs <= now) {
+      fire(start + next * intervalMs, next >= warmupCount);
+      next++;
+    }
+    if (next >= total) break;
+    // Sleep until the next request is due; timers fire at millisecond granularity at best.
+    const wait = start + next * intervalMs - performance.now();
+    await new Promise((r) => setTimeout(r, Math.max(0, wait)));
   }
   await Promise.all(inflight);
-  const seconds = (performance.now() - start) / 1000;
+  const seconds = Math.max(0.001, (performance.now() - measureFrom) / 1000);
   await pool.close();
-  const ms = (p: number) => histogram.getValueAtPercentile(p) / 1000;
-  return { sent, ok, errors, achievedPerSec: ok / seconds, p50: ms(50), p90: ms(90), p99: ms(99), p999: ms(99.9), max: histogram.maxValue / 1000 };
+  const ms = (h: hdr.Histogram, p: number) => (h.totalCount > 0 ? h.getValueAtPercentile(p) / 1000 : Number.NaN);
+  return {
+    sent,
+    ok,
+    busy,
+    errors,
+    achievedPerSec: ok / seconds,
+    p50: ms(latency, 50),
+    p90: ms(latency, 90),
+    p99: ms(latency, 99),
+    p999: ms(latency, 99.9),
+    max: latency.totalCount > 0 ? latency.maxValue / 1000 : Number.NaN,
+    sendLagP50: ms(sendLag, 50),
+    sendLagP99: ms(sendLag, 99),
+    sendLagMax: sendLag.totalCount > 0 ? sendLag.maxValue / 1000 : Number.NaN,
+  };
 }

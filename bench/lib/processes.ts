@@ -8,7 +8,10 @@ import { waitFor } from '../../deploy/local/wait.js';
 export interface BenchProcess {
   child: ChildProcess;
   pid: number;
+  /** SIGTERM, then SIGKILL after 15 s. */
   stop(): Promise<void>;
+  /** SIGKILL: drops whatever work it still had. */
+  kill(): Promise<void>;
 }
 
 /** Starts a Node program of ours (built JS when run from dist, TypeScript via tsx otherwise). */
@@ -27,6 +30,10 @@ export function startNodeProcess(fromUrl: string, relative: string, env: NodeJS.
       const t = setTimeout(() => child.kill('SIGKILL'), 15_000);
       await exited;
       clearTimeout(t);
+    },
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
     },
   };
 }

@@ -5,7 +5,7 @@ import { startLocalCluster, type LaunchOptions } from '../../deploy/launcher/loc
 import { connectNats } from '../../lib/index.js';
 import { measureEndToEndLag, type LagPoint } from './e2e-lag.js';
 
-export async function runEndToEnd(o: { dataDir: string; durationS: number; fractions: readonly number[]; workers?: number; log: (m: string) => void }): Promise<LagPoint[]> {
+export async function runEndToEnd(o: { dataDir: string; durationS: number; fractions: readonly number[]; workers?: number; log: (m: string) => void; signal?: AbortSignal }): Promise<LagPoint[]> {
   const options: LaunchOptions & { workers?: number } = {
     dataDir: o.dataDir,
     natsNodes: 1,
@@ -15,7 +15,11 @@ export async function runEndToEnd(o: { dataDir: string; durationS: number; fract
   };
   o.log(`e2e lag: starting a local cluster with ${options.workers} workers`);
   const local = await startLocalCluster(options, { info: (m) => o.log(`cluster: ${m}`), warn: (m) => o.log(`cluster: ${m}`) });
+  // The suite's stage time limit: stopping the cluster ends the measurement (it then fails).
+  const stopOnAbort = () => void local.stop();
+  o.signal?.addEventListener('abort', stopOnAbort, { once: true });
   try {
+    o.signal?.throwIfAborted();
     const c = local.cluster;
     if (!c.processes?.some((p) => p.role === 'worker')) throw new Error('the launcher started no worker processes; end-to-end lag cannot be measured');
     const nc = await connectNats(c.natsUrl, 'bench-e2e');
@@ -25,6 +29,7 @@ export async function runEndToEnd(o: { dataDir: string; durationS: number; fract
       await nc.close();
     }
   } finally {
+    o.signal?.removeEventListener('abort', stopOnAbort);
     await local.stop();
   }
 }

@@ -18,7 +18,8 @@ export interface ImportMeasurement {
   retries: number;
 }
 
-export async function measureImport(o: { captureUrl: string; key: string; file: string; durationS: number; warmupS: number; workDir: string; lanes?: number; batchBytes?: number }): Promise<ImportMeasurement> {
+export async function measureImport(o: { captureUrl: string; key: string; file: string; durationS: number; warmupS: number; workDir: string; lanes?: number; batchBytes?: number; signal?: AbortSignal }): Promise<ImportMeasurement> {
+  o.signal?.throwIfAborted();
   const checkpointPath = join(o.workDir, `import-checkpoint-${process.hrtime.bigint()}.json`);
   const importer = new Importer({
     files: [o.file],
@@ -43,7 +44,10 @@ export async function measureImport(o: { captureUrl: string; key: string; file: 
     cut = sample();
     importer.stop('abort');
   }, o.durationS * 1000);
-  const result = await importer.run();
+  // A stage that overran stops its import like the deadline does.
+  const abort = () => importer.stop('abort');
+  o.signal?.addEventListener('abort', abort, { once: true });
+  const result = await importer.run().finally(() => o.signal?.removeEventListener('abort', abort));
   const finished = cut === undefined;
   const end = cut ?? sample();
   clearTimeout(warmup);

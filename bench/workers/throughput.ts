@@ -10,7 +10,8 @@
 //   1. throughput: events/s while it drains the backlog;
 //   2. latency: with the backlog gone, events published at a fixed rate; per event, the time from
 //      its source message being published to its PROCESSED message being stored (capture-independent).
-// Prints one table and writes JSON to bench/results/.
+// Prints one table and, run on its own, writes JSON to bench/results/; in the suite
+// (`npm run bench`) its figures are a table of the suite's report and part of its JSON.
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,6 +36,7 @@ import {
   type NatsConnection,
 } from '../../lib/index.js';
 import { personUuidFor } from '../../workers/index.js';
+import type { Table } from '../lib/report.js';
 
 export interface WorkerThroughputOptions {
   /** Events in the backlog drained for the throughput figure. */
@@ -49,17 +51,19 @@ export interface WorkerThroughputOptions {
   latencyRate?: number;
   /** PostgreSQL with fsync and synchronous commit (true) or without (false, like the tests). */
   durable: boolean;
-  /** Write bench/results/workers-throughput-<time>.json. */
+  /** Write bench/results/workers-throughput-<time>.json (run on its own; the suite folds the result into its report). */
   writeResults: boolean;
   /** Write a V8 CPU profile of the worker process to bench/results/profiles/. */
   profile?: boolean;
   log: (line: string) => void;
+  /** Aborting stops the waits (the suite's stage time limit); processes are stopped as on any failure. */
+  signal?: AbortSignal;
 }
 
 export interface WorkerThroughputResult {
   name: 'workers-throughput';
   at: string;
-  options: Omit<WorkerThroughputOptions, 'log'>;
+  options: Omit<WorkerThroughputOptions, 'log' | 'signal'>;
   mix: Record<string, number>;
   throughput: {
     events: number;
@@ -74,7 +78,8 @@ export interface WorkerThroughputResult {
   resultsFile?: string;
 }
 
-export const QUICK: Partial<WorkerThroughputOptions> = { events: 60_000, persons: 10_000, latencySeconds: 5 };
+// Small enough for the suite's --quick (under a minute in all): a smoke test, not figures.
+export const QUICK: Partial<WorkerThroughputOptions> = { events: 20_000, persons: 2_000, latencySeconds: 1 };
 
 const DEFAULTS: WorkerThroughputOptions = {
   events: 300_000,
@@ -245,9 +250,10 @@ async function metricSum(url: string, name: string): Promise<number> {
   return sum;
 }
 
-async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: string, signal?: AbortSignal): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
+    signal?.throwIfAborted();
     if (await check()) return;
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -286,6 +292,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
   const postgres = new PostgresServer({ dataDir: join(dir, 'pg'), port: await freePort(), durable: o.durable });
   let child: ReturnType<typeof spawn> | undefined;
   let nc: NatsConnection | undefined;
+  let db: pg.Client | undefined;
   try {
     await nats.start();
     await postgres.init();
@@ -330,10 +337,12 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     child.stderr!.on('data', (d: Buffer) => (process.env.BENCH_DEBUG ? process.stderr.write(d) : output.push(d.toString())));
     const statusUrl = `http://127.0.0.1:${port}`;
     // Progress from Postgres (positions), not /metrics: scraping costs the worker CPU it would otherwise measure.
-    const db = new pg.Client({ connectionString: databaseUrl });
-    await db.connect();
+    const progress = (db = new pg.Client({ connectionString: databaseUrl }));
+    // Stopping PostgreSQL on a failure ends this connection: not an uncaught error.
+    progress.on('error', () => undefined);
+    await progress.connect();
     const positions = async () => {
-      const { rows } = await db.query<{ shard: number; position: string }>(
+      const { rows } = await progress.query<{ shard: number; position: string }>(
         "SELECT shard, position FROM shard_positions WHERE stream = 'EVENTS'",
       );
       return new Map(rows.map((r) => [r.shard, Number(r.position)]));
@@ -344,12 +353,12 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     };
 
     o.log('worker started: draining the backlog…');
-    await waitUntil(async () => [...(await positions()).values()].some((p) => p > 0), 120_000, `the worker to start (${output.join('').slice(-1000)})`);
+    await waitUntil(async () => [...(await positions()).values()].some((p) => p > 0), 120_000, `the worker to start (${output.join('').slice(-1000)})`, o.signal);
     const t0 = performance.now();
     const n0 = await metricSum(statusUrl, 'spate_worker_events_processed_total');
     const pgPids = withChildren(postgres.pid);
     const cpu0 = { worker: cpuSeconds([child.pid!]), postgres: cpuSeconds(pgPids), nats: cpuSeconds([nats.pid!]) };
-    await waitUntil(caughtUp, 30 * 60_000, 'the backlog to drain');
+    await waitUntil(caughtUp, 30 * 60_000, 'the backlog to drain', o.signal);
     const seconds = (performance.now() - t0) / 1000;
     if (process.env.BENCH_DEBUG) {
       const text = await fetch(`${statusUrl}/metrics`).then((r) => r.text());
@@ -383,18 +392,20 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     const ticks = o.latencySeconds * 10;
     const started = Date.now();
     for (let t = 0; t < ticks; t++) {
+      o.signal?.throwIfAborted();
       const batch: CapturedEvent[] = [];
       for (let i = 0; i < perTick; i++) batch.push(gen.next());
       await publishMessages(js, batch, o, sentAt);
       const wait = started + (t + 1) * 100 - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     }
-    await waitUntil(caughtUp, 120_000, 'the latency phase to drain');
+    await waitUntil(caughtUp, 120_000, 'the latency phase to drain', o.signal);
     if (process.env.BENCH_DEBUG) {
       const text = await fetch(`${statusUrl}/metrics`).then((r) => r.text());
       o.log(text.split('\n').filter((l) => /^spate_worker_(batch_duration_seconds_(sum|count)|batch_events_(sum|count)|batch_phase_seconds_sum|batch_retries)/.test(l)).join('\n'));
     }
-    await db.end();
+    await progress.end();
+    db = undefined;
     const latencies = await processedLatencies(nc, fromSeq, sentAt);
     const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
     for (const l of latencies) h.recordValue(Math.max(1, Math.round(l)));
@@ -411,15 +422,16 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     const result: WorkerThroughputResult = {
       name: 'workers-throughput',
       at: new Date().toISOString(),
-      options: { ...o, log: undefined } as unknown as Omit<WorkerThroughputOptions, 'log'>,
+      options: { ...o, log: undefined, signal: undefined } as unknown as Omit<WorkerThroughputOptions, 'log' | 'signal'>,
       mix,
       throughput,
       latency,
       machine: { cpus: cpus().length, loadAverage: loadavg() },
     };
     delete (result.options as Partial<WorkerThroughputOptions>).log;
-    o.log(formatTable(result));
+    delete (result.options as Partial<WorkerThroughputOptions>).signal;
     if (o.writeResults) {
+      o.log(formatTable(result));
       const resultsDir = resultsDirectory();
       mkdirSync(resultsDir, { recursive: true });
       const file = join(resultsDir, `workers-throughput-${result.at.replace(/[:.]/g, '-')}.json`);
@@ -429,6 +441,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     }
     return result;
   } finally {
+    await db?.end().catch(() => undefined);
     if (child && child.exitCode === null) {
       child.kill('SIGTERM');
       await new Promise((r) => child!.once('exit', r));
@@ -445,8 +458,8 @@ function resultsDirectory(): string {
   return fileURLToPath(new URL('../results/', import.meta.url).href.replace('/dist/bench/', '/bench/'));
 }
 
-function formatTable(r: WorkerThroughputResult): string {
-  const rows: [string, string][] = [
+function tableRows(r: WorkerThroughputResult): [string, string][] {
+  return [
     ['events (backlog)', String(r.throughput.events)],
     ['mix custom/identify/alias/groupidentify', `${r.mix.custom}/${r.mix.identify}/${r.mix.create_alias}/${r.mix.groupidentify}`],
     ['throughput, events/s (1 worker process)', String(r.throughput.eventsPerSecond)],
@@ -458,6 +471,22 @@ function formatTable(r: WorkerThroughputResult): string {
     ['postgres durable (fsync, sync commit)', String(r.options.durable)],
     ['cpus / load average', `${r.machine.cpus} / ${r.machine.loadAverage.map((l) => l.toFixed(2)).join(' ')}`],
   ];
+}
+
+/** The figures as a table of the suite's report. */
+export function workerThroughputTable(r: WorkerThroughputResult): Table {
+  return {
+    title: 'Worker throughput: one worker process with PostgreSQL (bench/workers)',
+    note:
+      `A backlog of ${r.throughput.events.toLocaleString('en-US')} captured events (the realistic mix: 80% custom events of ${r.options.persons.toLocaleString('en-US')} preloaded persons, 10% $identify, 5% $create_alias, 5% $groupidentify; ${r.options.perMessage} per message) drained by one worker; ` +
+      'then events published at a fixed rate, latency from publish into EVENTS to storage in PROCESSED. One run; worker, PostgreSQL and nats-server share the cores.',
+    columns: ['measure', 'value'],
+    rows: tableRows(r),
+  };
+}
+
+function formatTable(r: WorkerThroughputResult): string {
+  const rows = tableRows(r);
   const width = Math.max(...rows.map(([k]) => k.length));
   return ['', 'workers throughput (provisional on a shared machine)', ...rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`), ''].join('\n');
 }

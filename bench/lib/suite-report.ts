@@ -1,0 +1,253 @@
+// The suite's report: its tables, charts and JSON, made from whatever the stages measured so
+// far. A stage that failed or did not run says so ("failed: <reason>", "not run: <reason>") in
+// its section and in the stages table; the other sections are unaffected.
+import { join } from 'node:path';
+import type { CaptureResults, CaptureScenario } from '../scenarios/capture.js';
+import type { LagPoint } from '../scenarios/e2e-lag.js';
+import type { ImportMeasurement } from '../scenarios/historical-import.js';
+import type { RatePoint } from '../scenarios/latency-vs-rate.js';
+import { workerThroughputTable, type WorkerThroughputResult } from '../workers/throughput.js';
+import { latencyChart, throughputChart, type LatencyPoint, type ThroughputBar } from './charts.js';
+import { median, type Table } from './report.js';
+import { stageSummary, type StageStatus } from './stages.js';
+
+export const STAGES = ['capture scenarios', 'latency vs rate', 'historical import', 'worker throughput', 'e2e lag'] as const;
+export type StageName = (typeof STAGES)[number];
+
+export const SPATE = 'Spate';
+export const BASELINE = 'baseline (node:http, publish per event)';
+const HTTP_CEILING = 'trivial uWS (HTTP ceiling)';
+const BROKER_CEILING = 'raw JetStream publish (broker ceiling)';
+
+export interface SuiteState {
+  quick: boolean;
+  runs: number;
+  durationS: number;
+  latencyDurationS: number;
+  importEvents: number;
+  importDurationS: number;
+  stages: Map<StageName, StageStatus>;
+  scenarios: CaptureScenario[];
+  capture: CaptureResults;
+  imports: Map<string, ImportMeasurement[]>;
+  latency: Map<string, RatePoint[]>;
+  workers?: WorkerThroughputResult;
+  lag?: LagPoint[];
+  /** Errors no stage caught (work left over from a stage stopped at its time limit, say). */
+  uncaught: string[];
+}
+
+const ratio = (a: number, b: number) =>
+  b > 0 && Number.isFinite(a) ? `${a / b >= 10 ? (a / b).toFixed(0) : (a / b).toPrecision(2)}×` : b === 0 && a > 0 ? '∞ (baseline finished nothing)' : '–';
+const med = <T>(list: readonly T[] | undefined, pick: (x: T) => number) => median((list ?? []).map(pick));
+const total = <T>(list: readonly T[] | undefined, pick: (x: T) => number) => (list ?? []).reduce((n, x) => n + pick(x), 0);
+
+/** The line a section starts with when its stage did not simply succeed. */
+function stageNote(state: SuiteState, stage: StageName, partial: boolean): string {
+  const s = state.stages.get(stage) ?? { state: 'pending' };
+  if (s.state === 'ok') return '';
+  const summary = stageSummary(s);
+  return `**${summary}**${s.state === 'skipped' || !partial ? '.' : ' — figures below are what it measured before that.'} `;
+}
+
+const note = (prefix: string, text: string) => `${prefix}${text}`.trim();
+
+export function suiteTables(state: SuiteState): Table[] {
+  const { capture } = state;
+  const plural = state.runs > 1 ? 's' : '';
+  const brokerEvents = median(capture.broker.map((b) => b.eventsPerSec));
+  const measuredScenarios = state.scenarios.filter((s) => capture.spate.has(s.name));
+
+  const stages: Table = {
+    title: 'Stages',
+    ...(state.uncaught.length ? { note: `Uncaught errors during the run: ${state.uncaught.map((e) => `"${e}"`).join('; ')}.` } : {}),
+    columns: ['stage', 'result', 'seconds'],
+    rows: STAGES.map((name) => {
+      const s = state.stages.get(name) ?? { state: 'pending' };
+      return [name, stageSummary(s), 'seconds' in s ? s.seconds : '–'];
+    }),
+  };
+
+  const captureTable: Table = {
+    title: `Capture into JetStream (median of ${state.runs} run${plural}, ${state.durationS}s each)`,
+    note: note(
+      stageNote(state, 'capture scenarios', measuredScenarios.length > 0),
+      'Only 2xx answers count (req/s, events/s, MB/s and latency): each acknowledged by JetStream before it was sent. "503 busy" are answers 503 with Retry-After — the ingest node refusing a body its in-flight byte budget has no room for, by design (16 clients × 20 MB) — and "errors" everything else that was not 2xx (both totals over the runs). ' +
+        '"× baseline" compares events/s with the baseline server (node:http, JSON.parse, one awaited JetStream publish per event; bench/baseline) given the same requests; ' +
+        '"× uWS" compares requests/s with a trivial uWS handler; "× JetStream" compares events/s with raw batched publishing of the same bytes.',
+    ),
+    columns: ['scenario', 'conns', 'req/s', 'events/s', 'MB/s in', 'p50 ms', 'p99 ms', 'ingest CPU µs/event', 'peak RSS MiB', 'baseline events/s', 'baseline p99 ms', '× baseline', '× uWS', '× JetStream', '503 busy', 'errors'],
+    rows: measuredScenarios.map((s) => {
+      const m = capture.spate.get(s.name);
+      const b = capture.baseline.get(s.name);
+      const reqPerSec = med(m, (x) => x.reqPerSec);
+      const eventsPerSec = med(m, (x) => x.eventsPerSec);
+      const baseEvents = med(b, (x) => x.eventsPerSec);
+      return [
+        s.name,
+        s.connections,
+        reqPerSec,
+        eventsPerSec,
+        med(m, (x) => x.mbPerSec),
+        med(m, (x) => x.p50),
+        med(m, (x) => x.p99),
+        med(m, (x) => x.ingestCpuUsPerEvent),
+        med(m, (x) => x.rssPeakMiB),
+        b ? baseEvents : 'not run',
+        baseEvents > 0 ? med(b, (x) => x.p99) : '–',
+        b ? ratio(eventsPerSec, baseEvents) : '–',
+        s.httpCeiling ? ratio(reqPerSec, med(capture.http.get(s.name), (x) => x.reqPerSec)) : '–',
+        s.brokerCeiling ? ratio(eventsPerSec, brokerEvents) : '–',
+        total(m, (x) => x.busy),
+        total(m, (x) => x.errors),
+      ];
+    }),
+  };
+
+  const spateImport = state.imports.get(SPATE);
+  const baseImport = state.imports.get(BASELINE);
+  const importEventsPerSec = med(spateImport, (x) => x.eventsPerSec);
+  const importRow = (label: string, list: ImportMeasurement[] | undefined, missing: string) =>
+    list?.length
+      ? [label, med(list, (x) => x.eventsPerSec), med(list, (x) => x.mbPerSec), list.every((x) => x.finished) ? 'yes' : 'no (cut at the deadline)', total(list, (x) => x.retries)]
+      : [label, '–', '–', missing, '–'];
+  const importTable: Table = {
+    title: `Historical import: \`spate import\` into HISTORICAL (median of ${state.runs} run${plural}, at most ${state.importDurationS}s each)`,
+    note: note(
+      stageNote(state, 'historical import', Boolean(spateImport?.length)),
+      `A generated NDJSON file of ${state.importEvents.toLocaleString('en-US')} events (~330 bytes each), imported with the defaults (4 requests in flight, 4 MiB batches, historical_migration: true), importer and cluster on the same machine. Counted: events acknowledged by capture (stored in JetStream) per second after a 1 s warm-up, until the file ends or the time is up. Target: ≥ 100,000 events/s.`,
+    ),
+    columns: ['target', 'events/s', 'MB/s', 'finished the file', 'retries'],
+    rows: [
+      importRow(SPATE, spateImport, 'not measured'),
+      importRow(BASELINE, baseImport, state.quick ? 'not run in --quick (its first 4 MiB batches take longer than a quick run)' : 'not measured'),
+      ['Spate ÷ baseline', ratio(importEventsPerSec, med(baseImport, (x) => x.eventsPerSec)), '', '', ''],
+    ],
+  };
+
+  const latencyRows = [...state.latency].flatMap(([name, points]) =>
+    points.map((p) => [
+      name,
+      p.unloaded ? `unloaded (${(p.fraction * 100).toPrecision(2)}%)` : `${Math.round(p.fraction * 100)}%`,
+      p.offeredReqPerSec,
+      p.achievedReqPerSec,
+      p.eventsPerSec,
+      p.p50,
+      p.p90,
+      p.p99,
+      p.p999,
+      p.sendLagP99,
+      p.busy,
+      p.errors,
+    ]),
+  );
+  const latencyTable: Table = {
+    title: `Capture latency at a constant offered rate, as a share of the maximum measured above (${state.latencyDurationS}s each)`,
+    note: note(
+      stageNote(state, 'latency vs rate', latencyRows.length > 0),
+      'Open loop: requests are sent evenly, each when it is due, and latency runs from when it was due (no coordinated omission), 2xx answers only. "unloaded" is a tiny rate, the reference for the others. "send lag" is how late the load generator itself sent requests: when it is large, the generator (same cores) was short of CPU, not the server slow.',
+    ),
+    columns: ['scenario', 'offered', 'offered req/s', 'achieved req/s', 'events/s', 'p50 ms', 'p90 ms', 'p99 ms', 'p99.9 ms', 'send lag p99 ms', '503 busy', 'errors'],
+    rows: latencyRows,
+  };
+
+  const lag = state.lag;
+  const lagTable: Table = {
+    title: 'End-to-end lag, capture → PROCESSED (workers)',
+    note: note(
+      stageNote(state, 'e2e lag', false),
+      lag ? 'First row: capture as fast as it goes (the pipeline maximum); then constant offered rates at fractions of it. Lag = time the processed line was read − time the request was sent.' : '',
+    ),
+    columns: ['offered', 'events/s offered', 'sent', 'processed', 'processed/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms'],
+    rows: (lag ?? []).map((p) => [
+      p.fraction === 1 && !Number.isFinite(p.offeredEventsPerSec) ? 'maximum' : `${Math.round(p.fraction * 100)}%`,
+      p.offeredEventsPerSec,
+      p.sentEvents,
+      p.processedEvents,
+      p.processedPerSec,
+      p.p50,
+      p.p90,
+      p.p99,
+      p.max,
+    ]),
+  };
+
+  const workersTable: Table = state.workers
+    ? workerThroughputTable(state.workers)
+    : { title: 'Worker throughput: one worker process with PostgreSQL (bench/workers)', note: stageNote(state, 'worker throughput', false).trim(), columns: [], rows: [] };
+
+  const ceilings: Table = {
+    title: 'Ceilings measured in the same run',
+    columns: ['ceiling', 'events/s', 'MB/s'],
+    rows: capture.broker.length ? [[`raw JetStream publish, ${capture.brokerMessageBytes / 1024 ** 2 >= 1 ? `${capture.brokerMessageBytes / 1024 ** 2} MiB` : `${capture.brokerMessageBytes / 1024} KiB`} messages, 16 in flight`, brokerEvents, median(capture.broker.map((b) => b.mbPerSec))]] : [],
+  };
+  if (!capture.broker.length) ceilings.note = 'Not measured in this run (it goes with batch 1000 and batch 20 MB).';
+
+  const target = (label: string, value: number, goal: number, unit: string) => [
+    label,
+    `≥ ${goal.toLocaleString('en-US')}${unit}`,
+    Number.isFinite(value) ? `${value >= 100 ? Math.round(value).toLocaleString('en-US') : value.toFixed(1)}${unit}` : value === Infinity ? '∞ (baseline finished nothing)' : '–',
+    Number.isFinite(value) ? (value >= goal ? 'met' : 'not met') : value === Infinity ? 'no ratio: give the baseline more time' : 'not measured',
+  ];
+  const speedup = (name: string) => med(capture.spate.get(name), (x) => x.eventsPerSec) / med(capture.baseline.get(name), (x) => x.eventsPerSec);
+  const targets: Table = {
+    title: 'Targets (issue 7)',
+    columns: ['what', 'target', 'measured', ''],
+    rows: [
+      target('/batch/ of 1,000: Spate ÷ baseline', speedup('batch 1000'), 15, '×'),
+      target('/capture/: Spate ÷ baseline', speedup('capture single'), 8, '×'),
+      target('historical import into HISTORICAL', importEventsPerSec, 100_000, ' events/s'),
+    ],
+  };
+  if (state.quick) targets.note = '--quick: a smoke test of every stage, not figures (1 s runs on a shared machine).';
+
+  return [stages, targets, captureTable, importTable, latencyTable, lagTable, workersTable, ceilings];
+}
+
+/** Everything measured, every run (the tables hold medians). */
+export function suiteData(state: SuiteState): unknown {
+  return {
+    stages: Object.fromEntries(state.stages),
+    capture: { spate: state.capture.spate, baseline: state.capture.baseline, http: state.capture.http, broker: state.capture.broker },
+    imports: state.imports,
+    latency: state.latency,
+    lag: state.lag ?? null,
+    workers: state.workers ?? null,
+  };
+}
+
+/** Draws the charts there is data for; returns their Markdown. */
+export async function suiteCharts(state: SuiteState, outDir: string, name: string): Promise<string> {
+  const { capture } = state;
+  const charts: string[] = [];
+  const bars: ThroughputBar[] = [];
+  const brokerEvents = median(capture.broker.map((b) => b.eventsPerSec));
+  for (const s of state.scenarios.filter((x) => capture.spate.has(x.name))) {
+    const events = capture.events.get(s.name) ?? Number.NaN;
+    bars.push({ scenario: s.name, series: SPATE, eventsPerSec: med(capture.spate.get(s.name), (x) => x.eventsPerSec) });
+    bars.push({ scenario: s.name, series: BASELINE, eventsPerSec: med(capture.baseline.get(s.name), (x) => x.eventsPerSec) });
+    if (s.httpCeiling) bars.push({ scenario: s.name, series: HTTP_CEILING, eventsPerSec: med(capture.http.get(s.name), (x) => x.reqPerSec) * events });
+    if (s.brokerCeiling) bars.push({ scenario: s.name, series: BROKER_CEILING, eventsPerSec: brokerEvents });
+  }
+  for (const series of [SPATE, BASELINE]) {
+    const list = state.imports.get(series);
+    if (list?.length) bars.push({ scenario: 'historical import', series, eventsPerSec: med(list, (x) => x.eventsPerSec) });
+  }
+  if (bars.length > 0) {
+    await throughputChart(join(outDir, `${name}-throughput.svg`), `Events/s per scenario: Spate vs baseline and ceilings (${name})`, bars);
+    charts.push(`![Throughput per scenario](${name}-throughput.svg)`);
+  }
+  const latencyPoints: LatencyPoint[] = [...state.latency].flatMap(([scenario, points]) =>
+    points.flatMap((p) => (['p50', 'p90', 'p99'] as const).map((q) => ({ percentOfMax: p.fraction * 100, series: `${scenario} ${q}`, ms: p[q] }))),
+  );
+  if (latencyPoints.length > 0) {
+    await latencyChart(join(outDir, `${name}-latency.svg`), `Capture latency vs offered rate (${name})`, latencyPoints);
+    charts.push(`![Capture latency vs offered rate](${name}-latency.svg)`);
+  }
+  if (state.lag) {
+    const lagPoints = state.lag.filter((p) => p.fraction < 1).flatMap((p) => (['p50', 'p90', 'p99'] as const).map((q) => ({ percentOfMax: p.fraction * 100, series: `lag ${q}`, ms: p[q] })));
+    await latencyChart(join(outDir, `${name}-e2e-lag.svg`), `End-to-end lag vs offered rate (${name})`, lagPoints);
+    charts.push(`![End-to-end lag vs offered rate](${name}-e2e-lag.svg)`);
+  }
+  return charts.length ? `## Charts\n\n${charts.join('\n\n')}` : '';
+}
