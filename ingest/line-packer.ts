@@ -8,9 +8,10 @@
 // bounded (see PARSE_THREAD_MAX_HEAP).
 //
 // Given a message id salt (historical requests), each segment also gets a Nats-Msg-Id derived
-// from the salt, its shard and its events' uuids: the same events sent again (an importer
-// resuming, a client retrying) make the same messages with the same ids, and JetStream stores
-// them once within its duplicate window. For that, where segments split must not depend on the
+// from the salt, its shard and its events' uuids: the same events sent again with the same uuids
+// (an importer resuming, a client retrying) make the same messages with the same ids, and
+// JetStream stores them once within its duplicate window. (Events without a uuid get a new one
+// each time they are sent, so they cannot be recognised.) For that, where segments split must not depend on the
 // request either: lines are measured without their request-dependent fields (sent_at, ip; now
 // and timestamp have a fixed length), plus VARYING_ALLOWANCE each.
 import { createHash } from 'node:crypto';

@@ -44,8 +44,9 @@ export class SpikeLimiter {
   }
 
   /**
-   * True while the id has a token left: it is charged all `count` (its balance may go down to
-   * −burst). False, charging nothing, when it has none: divert its events.
+   * True while the id has a token left: it is charged all `count`, so its balance may go negative
+   * and it stays diverted until the refill has paid for every event let through (the sustained
+   * rate holds for large requests too). False, charging nothing, when it has none: divert.
    */
   allow(projectId: number, distinctId: string, count: number, nowMs = Date.now()): boolean {
     if (!this.enabled) return true;
@@ -62,7 +63,7 @@ export class SpikeLimiter {
     }
     this.buckets.set(key, bucket);
     if (bucket.tokens <= 0) return false;
-    bucket.tokens = Math.max(-this.options.burst, bucket.tokens - count);
+    bucket.tokens -= count;
     return true;
   }
 

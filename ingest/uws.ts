@@ -10,16 +10,7 @@ export type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '
 
 const require = createRequire(import.meta.url);
 
-/**
- * Largest request head (request line and headers) uWS assembles when it arrives in several reads.
- * SDKs may send a whole batch as `GET ?data=…`, so 64 KiB URLs are realistic; uWS's default is
- * 4 KiB. uWS builds since late 2023 read UWS_HTTP_MAX_HEADERS_SIZE once, when the addon loads; the
- * build that loads here (20.30) predates it and keeps 4 KiB (README, "Long GET URLs").
- */
-export const DEFAULT_MAX_HEADERS_SIZE = String(64 * 1024);
-
 function loadNativeUws(): typeof UWS {
-  process.env.UWS_HTTP_MAX_HEADERS_SIZE ||= DEFAULT_MAX_HEADERS_SIZE;
   const file = `uws_${process.platform}_${process.arch}_${process.versions.modules}.node`;
   const tried: string[] = [];
   let packageDir: string;

@@ -47,6 +47,8 @@ export class MessageFeed {
   lastReceivedAt = performance.now();
   /** Messages after the last received one, as the server counted when it sent it. */
   private pendingAfterLast = 0;
+  /** The pump reads on past bufferMaxBytes until this sequence has arrived (a planned batch). */
+  private fillUntilSeq = 0;
 
   constructor(private readonly js: JetStreamClient, private readonly options: FeedOptions) {
     this.lastSeq = options.startSeq - 1;
@@ -76,7 +78,7 @@ export class MessageFeed {
         this.bufferedBytes += m.data.length;
         this.wake();
         // Stop pulling (the consumer only asks for more when its iterator is read) until the processor catches up.
-        while (this.bufferedBytes >= this.options.bufferMaxBytes && !this.closed) {
+        while (this.bufferedBytes >= this.options.bufferMaxBytes && this.lastSeq >= this.fillUntilSeq && !this.closed) {
           await new Promise<void>((resolve) => (this.wakePump = resolve));
         }
         if (this.closed) break;
@@ -114,6 +116,15 @@ export class MessageFeed {
     });
     clearTimeout(timer);
     this.wakeReader = undefined;
+  }
+
+  /** Lets the buffer grow past its bound until `seq` has arrived: a planned batch must be taken whole. */
+  fillThrough(seq: number): void {
+    if (seq <= this.fillUntilSeq) return;
+    this.fillUntilSeq = seq;
+    const w = this.wakePump;
+    this.wakePump = undefined;
+    w?.();
   }
 
   /** Messages of the shard not yet processed: buffered, plus what the server had left after the last one it sent. */

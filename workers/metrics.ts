@@ -7,15 +7,16 @@ export interface PartitionGauges {
   shard: number;
   /** Last committed stream sequence. */
   position: number;
-  /** Messages of the shard in the stream and not yet processed (undefined until known). */
+  /** Messages of the shard in the stream and not yet processed, as last known (undefined: no consumer open). */
   lag: number | undefined;
 }
 
 export function createWorkerMetrics() {
   const registry: Registry = createMetricsRegistry('worker');
   const r = [registry];
-  // Read from the running partitions at scrape time: a stalled or retrying shard shows its lag
-  // growing, and a shard this worker no longer runs drops out instead of keeping its last value.
+  // Read from the running partitions at scrape time: a shard this worker no longer runs drops out
+  // instead of keeping its last value, and a retrying shard keeps showing what it has not processed
+  // (lag counts what the server had left when it sent the last message received, plus the buffer).
   const partitions = new Set<() => PartitionGauges>();
   const collectPartitions = function (this: Gauge, pick: (g: PartitionGauges) => number | undefined) {
     this.reset();

@@ -169,6 +169,7 @@ export class PartitionProcessor {
         await this.pause(Math.min(5_000, 100 * 2 ** Math.min(failures, 6)));
       } finally {
         await feed?.close();
+        this.feed = undefined;
       }
     }
   }
@@ -192,7 +193,9 @@ export class PartitionProcessor {
       this.log.debug({ err: errorText(err) }, 'stall probe failed');
       return;
     }
-    if (!next || performance.now() - feed.lastReceivedAt < STALL_PROBE_MS) return;
+    // A message stored moments ago may simply not have been delivered yet (a pull being renewed):
+    // only one that has waited as long as the feed has been quiet counts as lost.
+    if (!next || performance.now() - feed.lastReceivedAt < STALL_PROBE_MS || Date.now() - next.time.getTime() < STALL_PROBE_MS) return;
     // Room in every pull for this message, headers and all.
     this.messageMaxBytes = Math.min(Math.max(this.messageMaxBytes, next.data.length + 16 * 1024), this.ctx.maxPayload());
     throw new FeedStalledError(`message ${next.seq} (${next.data.length} bytes) is in the stream but never arrived`);
@@ -215,6 +218,8 @@ export class PartitionProcessor {
     // the same PROCESSED ids. Wait until the feed reaches its end, or shows nothing exists up to it.
     const last = feed.peekLast()!;
     if (last.seq < pendingEnd && last.info.pending > 0) {
+      // The planned batch may be bigger than the buffer (limits lowered since it was planned).
+      feed.fillThrough(pendingEnd);
       await sleep(20);
       return undefined;
     }

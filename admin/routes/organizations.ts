@@ -109,7 +109,7 @@ export const organizationRoutes = [
     tag,
     params: organizationPath,
     response: { status: 204, description: 'Deleted' },
-    errors: [403],
+    errors: [400, 403],
     async handler({ principal, params, services }) {
       const tokens = await inTransaction(services.pool, async (db) => {
         const org = await organizationOr404(db, principal, params.id, { lock: true, minLevel: LEVEL.owner });

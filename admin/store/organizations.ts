@@ -196,6 +196,9 @@ export async function updateOrganization(db: Queryable, id: string, fields: Orga
  * or one that was global). Deleting the organization would delete them with its plugins.
  */
 export async function pluginConfigsElsewhere(db: Queryable, id: string): Promise<number> {
+  // A config being created holds a key-share lock on its plugin (the foreign key): locking the
+  // plugins first means every config is either counted here or waits for this transaction.
+  await db.query('select 1 from plugins where organization_id = $1 for update', [id]);
   const { rows } = await db.query<{ n: number }>(
     `select count(*)::int as n from plugin_configs c
      join plugins p on p.id = c.plugin_id join projects t on t.id = c.team_id

@@ -379,6 +379,11 @@ export class Importer {
       // Durable before it is sent: a re-run must be able to send exactly this batch again.
       progress.inflight![lane] = items.at(-1)!.position;
       await this.checkpoint!.save();
+    } catch (err) {
+      this.fail({ message: (err as Error).message }, 'halt');
+      return;
+    }
+    try {
       outcome = await this.send(items);
     } catch (err) {
       this.fail({ message: `sending to ${this.options.batchUrl}: ${(err as Error).message}` }, 'halt');

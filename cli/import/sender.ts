@@ -3,6 +3,8 @@
 //   retry     503/429/5xx/408 or a network error: send the same batch again later
 //   rejected  400/413/422: something in the batch will never be accepted — split it to find what
 //   fatal     any other 4xx (401 bad key, 404 wrong URL, …): no batch can succeed
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { promisify } from 'node:util';
 import { gzip as gzipCallback } from 'node:zlib';
 
@@ -43,6 +45,38 @@ function retryAfter(header: string | null): number | undefined {
   return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
 }
 
+interface RawAnswer {
+  status: number;
+  text: string;
+  retryAfter: string | null;
+}
+
+// node:http rather than fetch: fetch copies every request body (twice, for a Buffer), which cost
+// the importer a sixth of its CPU on 4 MiB batches (profiled 2026-11-24).
+const agents = { 'http:': new HttpAgent({ keepAlive: true }), 'https:': new HttpsAgent({ keepAlive: true }) };
+
+class RequestTimeout extends Error {
+  override name = 'TimeoutError';
+}
+
+function request(url: URL, body: Buffer, headers: Record<string, string>, timeoutMs: number, signal: AbortSignal): Promise<RawAnswer> {
+  const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise<RawAnswer>((resolve, reject) => {
+    const req = send(url, { method: 'POST', headers: { ...headers, 'content-length': String(body.length) }, agent: agents[url.protocol as 'http:' | 'https:'], signal }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const retry = res.headers['retry-after'];
+        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), retryAfter: typeof retry === 'string' ? retry : null });
+      });
+      res.on('error', reject);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new RequestTimeout(`no answer within ${timeoutMs / 1000}s`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
 export async function postBatch(url: string, body: Buffer, options: SendOptions): Promise<SendOutcome> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   let payload = body;
@@ -50,31 +84,19 @@ export async function postBatch(url: string, body: Buffer, options: SendOptions)
     payload = await gzip(body, { level: 1 });
     headers['content-encoding'] = 'gzip';
   }
-  let response: Response;
+  let answer: RawAnswer;
   try {
-    response = await fetch(url, {
-      method: 'POST',
-      body: payload,
-      headers,
-      signal: AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]),
-    });
+    answer = await request(new URL(url), payload, headers, options.timeoutMs, options.signal);
   } catch (err) {
     if (options.signal.aborted) throw err;
-    const e = err as Error & { cause?: { code?: string; message?: string } };
-    const reason = e.name === 'TimeoutError' ? `no answer within ${options.timeoutMs / 1000}s` : (e.cause?.code ?? e.cause?.message ?? e.message);
+    const e = err as Error & { code?: string };
+    const reason = e instanceof RequestTimeout ? `no answer within ${options.timeoutMs / 1000}s` : (e.code ?? e.message);
     return { kind: 'retry', reason: `network: ${reason}`, retryAfterMs: undefined };
   }
-  let text: string;
-  try {
-    text = await response.text();
-  } catch (err) {
-    if (options.signal.aborted) throw err;
-    return { kind: 'retry', reason: `network: answer cut short (${(err as Error).message})`, retryAfterMs: undefined };
-  }
-  const status = response.status;
+  const { status, text } = answer;
   if (status >= 200 && status < 300) return { kind: 'ok' };
   const reason = describe(status, text);
-  if (status === 408 || status === 429 || status >= 500) return { kind: 'retry', reason, retryAfterMs: retryAfter(response.headers.get('retry-after')) };
+  if (status === 408 || status === 429 || status >= 500) return { kind: 'retry', reason, retryAfterMs: retryAfter(answer.retryAfter) };
   if (REJECTED.has(status)) return { kind: 'rejected', reason };
   return { kind: 'fatal', reason };
 }
