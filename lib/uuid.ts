@@ -14,7 +14,9 @@ let poolAt = pool.length;
 /**
  * Time-ordered UUID (RFC 9562 version 7), as PostHog capture generates for events without one:
  * 48 bits of Unix milliseconds, version 7, 74 random bits with the RFC variant. Formatted by
- * table lookups (~0.2 µs; formatting a randomUUID over took ~0.8 µs, measured 2026-11-24).
+ * table lookups (~0.15 µs; formatting a randomUUID over took ~0.8 µs, and the uuid package's v7,
+ * which keeps ids monotonic within a millisecond (nothing here needs that), ~4.7 µs; measured
+ * 2026-11-24 on Node 20).
  */
 export function uuidv7(nowMs = Date.now()): string {
   if (poolAt + 10 > pool.length) {
