@@ -61,7 +61,11 @@ export const ingestConfigDefinition = {
   inflightBudgetBytes: setting('INFLIGHT_BUDGET_BYTES', envBytes('96MiB'), 'request bytes held at once (bodies being read, parsed, published); past it new requests get 503'),
   parseThreads: setting('PARSE_THREADS', envInt(cores, 1), 'worker threads that decode and parse bodies'),
   parseThreadMaxHeap: setting('PARSE_THREAD_MAX_HEAP', envBytes('96MiB'), 'JS heap (old generation) of each parse thread; a body that needs more gets 413 instead of growing the node'),
-  inlineParseMaxBytes: setting('INLINE_PARSE_MAX_BYTES', envBytes('16KiB'), 'bodies up to this size are parsed on the event loop (cheaper than a thread hop)'),
+  inlineParseMaxBytes: setting(
+    'INLINE_PARSE_MAX_BYTES',
+    envBytes('6KiB'),
+    'bodies up to this size are parsed on the event loop: below ~6 KiB a thread hop costs the event loop more than the parse (bench/parse-inline.ts)',
+  ),
   maxMessageBytes: setting('PUBLISH_MAX_MESSAGE_BYTES', envBytes('1MiB'), 'largest JetStream message (events are packed up to it; capped by the server max_payload)'),
   maxInflightPerSubject: setting('PUBLISH_MAX_INFLIGHT_PER_SUBJECT', envInt(1, 1), 'unacknowledged messages per subject; while at the limit, new events coalesce into the next message. Above 1, a retried message may land behind a later one (per-distinct_id order is then not guaranteed)'),
   ackTimeout: setting('PUBLISH_ACK_TIMEOUT', envDuration('5s'), 'how long to wait for a JetStream PubAck before retrying'),
