@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readClusterFile, type ClusterFile } from '../../lib/index.js';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connectNats, readClusterFile, STREAMS, type ClusterFile } from '../../lib/index.js';
 import { waitFor } from '../kit/index.js';
 import { newStats, runLoad, type LoadStats } from './load.js';
 import { ProcessedCounter } from './processed.js';
@@ -71,16 +72,30 @@ async function postgresAnswers(url: string): Promise<boolean> {
   }
 }
 
-/** Every process alive and every readiness check passing, PostgreSQL answering queries. */
+const SHARDS = 16;
+
+/** Shards each worker reports owning on /_ready (undefined: not ready). */
+async function workerShards(port: number): Promise<number[] | undefined> {
+  const res = await fetch(`http://127.0.0.1:${port}/_ready`, { signal: AbortSignal.timeout(2_000) }).catch(() => undefined);
+  if (!res?.ok) return undefined;
+  return ((await res.json()) as { shards?: number[] }).shards;
+}
+
+/**
+ * Every process alive, every readiness check passing, PostgreSQL answering queries, and every
+ * shard owned by exactly one live worker (a killed worker's shards have moved).
+ */
 async function healthy(): Promise<boolean> {
   const c = clusterFile();
   if (!c.processes!.every((p) => alive(p.pid))) return false;
   const checks = [ok(`${c.captureUrl}/_ready`), ok(`${c.adminUrl}/_health`), postgresAnswers(c.databaseUrl!)];
   for (const p of c.processes!) {
-    if (p.role === 'worker') checks.push(ok(`http://127.0.0.1:${p.metricsPort as number}/_ready`));
     if (p.role === 'nats') checks.push(ok(`http://127.0.0.1:${p.monitorPort as number}/healthz`));
   }
-  return (await Promise.all(checks)).every(Boolean);
+  const owned = await Promise.all(c.processes!.filter((p) => p.role === 'worker').map((p) => workerShards(p.metricsPort as number)));
+  const shards = owned.flatMap((s) => s ?? []);
+  const covered = owned.every((s) => s !== undefined) && shards.length === SHARDS && new Set(shards).size === SHARDS;
+  return covered && (await Promise.all(checks)).every(Boolean);
 }
 
 async function survive(scenario: string, label: string, fault: () => Promise<void> | void): Promise<Outcome> {
@@ -173,11 +188,22 @@ describe('fault survival', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('faults - the cluster runs with 3 NATS nodes (streams at R3), 2 ingest nodes and 2 workers', () => {
+  it('faults - the cluster runs with 3 NATS nodes (streams at R3), 2 ingest nodes and 2 workers', async () => {
     const roles = cluster.processes!.map((p) => p.role);
     expect(roles.filter((r) => r === 'nats')).toHaveLength(3);
     expect(roles.filter((r) => r === 'ingest')).toHaveLength(2);
     expect(roles.filter((r) => r === 'worker')).toHaveLength(2);
+    const nc = await connectNats(cluster.natsUrl, 'faults-check');
+    try {
+      const jsm = await jetstreamManager(nc);
+      for (const name of Object.values(STREAMS)) {
+        const info = await jsm.streams.info(name);
+        expect(info.config.num_replicas, name).toBe(3);
+        expect(info.cluster?.replicas ?? [], name).toHaveLength(2); // the leader plus two followers
+      }
+    } finally {
+      await nc.close();
+    }
   });
 
   const scenarios: [string, string, () => () => Promise<void> | void][] = [
