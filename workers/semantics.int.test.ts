@@ -383,4 +383,26 @@ describe('worker semantics', () => {
     const types = (await warningsOf(p)).map((w) => w.type);
     expect(types).toEqual(['invalid_event', 'invalid_event']);
   });
+
+  it('overflow - events diverted to OVERFLOW are processed like realtime ones, in order per distinct id', async () => {
+    const p = nextProject++;
+    const events = Array.from({ length: 30 }, (_, i) => capture(p, 'hot', 'hot-user', { i, $set: { last: i } }));
+    await publishEvents(js, events, { perMessage: 7, kind: 'overflow' });
+    await waitForCommitted(db, events);
+    const lines = (await readProcessed(nc)).filter((l) => l.project_id === p);
+    expect(lines.map((l) => l.properties.i)).toEqual(events.map((_, i) => i));
+    expect(lines.every((l) => l.person_id === personUuidFor(p, 'hot-user') && l.msgId.startsWith('OVERFLOW:'))).toBe(true);
+    expect((await personOf(p, 'hot-user'))?.properties).toEqual({ last: 29 });
+  });
+
+  // Last: it replaces the suite's worker.
+  it('dedup - the store survives a worker restart: an event sent again after it is still skipped', async () => {
+    const p = nextProject++;
+    const e = capture(p, 'clicked', 'restart-user');
+    expect((await run([e])).size).toBe(1);
+    await worker.stop();
+    worker = await startWorker(workerConfig(nats.url, (db.options as { connectionString: string }).connectionString), testDeps());
+    expect((await run([{ ...e }])).size).toBe(0);
+    expect((await readProcessed(nc)).filter((l) => l.uuid === e.uuid)).toHaveLength(1);
+  });
 });
