@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readClusterFile, type ClusterFile } from '../../lib/index.js';
 import { ProcessedCounter } from '../../test/faults/processed.js';
@@ -108,6 +109,16 @@ describe('npm start (local cluster)', () => {
     expect(again.personalApiKey).toBe(c.personalApiKey);
     expect(again.organizationId).toBe(c.organizationId);
     expect(await streamMessages(again)).toBe(stored);
+    // PostgreSQL kept the worker's state and PROCESSED its line: the resumed workers did not process it again.
+    const db = new pg.Client({ connectionString: again.databaseUrl });
+    await db.connect();
+    const persons = await db.query("select count(*)::int as n from person_distinct_ids where distinct_id = 'e2e-user'");
+    await db.end();
+    expect(persons.rows[0].n).toBe(1);
+    const afterRestart = await ProcessedCounter.open(again.natsUrl);
+    await afterRestart.refresh();
+    expect(afterRestart.counts.get(uuid)).toBe(1);
+    await afterRestart.close();
     expect(await capture(again, 'after-restart')).toBe(200);
     // Ctrl-C in a terminal: SIGINT to the whole process group. Children stop in order, none restarts.
     let secondOutput = '';
