@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { packOutputs, parseMessages, processedLine, type SourceMessage } from './batch-codec.js';
+import { packOutputs, parseMessages, processedLine, serializedLine, type OutputLine, type SourceMessage } from './batch-codec.js';
 
 const enc = new TextEncoder();
 function msg(seq: number, subject: string, lines: string[]): SourceMessage {
   return { seq, subject, data: enc.encode(lines.join('\n') + '\n'), storedAtMs: 0 };
 }
 const line = (uuid: string, extra = '') => `{"uuid":"${uuid}","event":"e","distinct_id":"d","properties":{},"timestamp":"2024-01-01T00:00:00Z","now":"2024-01-01T00:00:00Z","token":"t","project_id":1${extra}}`;
+/** A line that is serialised again (a JSON string here, so its bytes are easy to predict). */
+const text = (value: string): OutputLine => serializedLine(value);
 const U1 = '0190a7a0-0000-7000-8000-000000000001';
 const U2 = '0190a7a0-0000-7000-8000-000000000002';
 
@@ -16,7 +18,8 @@ describe('batch codec', () => {
       msg(2, 'historical.1.3', [line(U2)]),
     ]);
     expect(parsed.events.map((e) => e.event.uuid)).toEqual([U1]);
-    expect(parsed.events[0]!.line).toBe(line(U1));
+    const { span, message } = parsed.events[0]!;
+    expect(parsed.bodies[message]!.toString('utf8', span!.start, span!.end)).toBe(line(U1));
     expect(parsed.events[0]!.key).toBe(`1:${U1}`);
     expect(parsed.projects).toEqual([1, undefined]);
     expect(parsed.warnings.map((w) => w.details.reason)).toEqual(['not JSON', 'uuid missing or invalid']);
@@ -25,16 +28,24 @@ describe('batch codec', () => {
 
   it('parse - a line that needed fixing is serialised again, never spliced', () => {
     const parsed = parseMessages('events', [msg(1, 'events.1.0', [line(U1, ',"person_id":"evil"'), line(U2).replace('"timestamp":"2024-01-01T00:00:00Z"', '"timestamp":"soon"')])]);
-    expect(parsed.events.map((e) => e.line)).toEqual([undefined, undefined]);
+    expect(parsed.events.map((e) => e.span)).toEqual([undefined, undefined]);
     expect(parsed.events[1]!.event.timestamp).toBe('2024-01-01T00:00:00Z');
   });
 
-  it('output - a spliced line equals the serialised one', () => {
-    const l = line(U1);
-    const spliced = processedLine({ person_id: 'p' }, l, true);
-    expect(JSON.parse(spliced)).toEqual({ ...JSON.parse(l), person_id: 'p' });
-    expect(processedLine({}, `${l}  `, true)).toBe(l);
-    expect(JSON.parse(processedLine({ person_id: 'p', ...JSON.parse(l) } as never, l, false))).toMatchObject({ person_id: 'p' });
+  it('output - a spliced line equals the serialised one, multi-byte text included', () => {
+    const l = line(U1, ',"properties2":{"name":"Zoë 🚀"}');
+    const parsed = parseMessages('events', [msg(1, 'events.1.0', ['  ' + l + '  \r', line(U2)])]);
+    const [first, second] = parsed.events;
+    const body = parsed.bodies[0];
+    const spliced = processedLine({ person_id: 'p' }, body, first!.span, true);
+    const personless = processedLine({}, body, second!.span, true);
+    const reserialised = processedLine({ ...JSON.parse(l), person_id: 'p' } as never, body, first!.span, false);
+    const text = packOutputs('EVENTS', 0, [msg(1, 'events.1.0', [])], [1], [[spliced, personless, reserialised]], 1024, 8 << 20)[0]!.body.toString();
+    const [a, b, c, end] = text.split('\n');
+    expect(JSON.parse(a!)).toEqual({ ...JSON.parse(l), person_id: 'p' });
+    expect(b).toBe(line(U2));
+    expect(JSON.parse(c!)).toEqual(JSON.parse(a!));
+    expect(end).toBe('');
   });
 
   it('output - parts follow source messages per project; ids depend only on the sequences covered', () => {
@@ -43,23 +54,25 @@ describe('batch codec', () => {
       msg(11, 'events.2.3', [line(U1)]),
       msg(12, 'events.1.3', [line(U2)]),
     ];
-    const lines = [['a'], ['b'], ['c']];
+    const lines = [[text('a')], [text('b')], [text('c')]];
     const parts = packOutputs('EVENTS', 3, messages, [1, 2, 1], lines, 1024 * 1024, 8 * 1024 * 1024);
     expect(parts.map((p) => [p.subject, p.msgId, new TextDecoder().decode(p.body), p.events])).toEqual([
-      ['processed.1.3', 'EVENTS:3:1:10-12', 'a\nc\n', 2],
-      ['processed.2.3', 'EVENTS:3:2:11-11', 'b\n', 1],
+      ['processed.1.3', 'EVENTS:3:1:10-12', '"a"\n"c"\n', 2],
+      ['processed.2.3', 'EVENTS:3:2:11-11', '"b"\n', 1],
     ]);
     // Small parts: one per source message, whatever the lines are.
-    const small = packOutputs('EVENTS', 3, messages, [1, 2, 1], [['x'], [], ['y', 'z']], 1, 8 * 1024 * 1024);
+    const small = packOutputs('EVENTS', 3, messages, [1, 2, 1], [[text('x')], [], [text('y'), text('z')]], 1, 8 * 1024 * 1024);
     expect(small.map((p) => p.msgId)).toEqual(['EVENTS:3:1:10-10', 'EVENTS:3:1:12-12']);
   });
 
   it('output - a part larger than the max payload is split under numbered ids', () => {
     const messages = [msg(5, 'events.1.0', [line(U1)])];
-    const big = Array.from({ length: 100 }, () => 'x'.repeat(1000));
+    const big = Array.from({ length: 100 }, () => text('x'.repeat(1000)));
     const parts = packOutputs('HISTORICAL', 0, messages, [1], [big], 1024 * 1024, 64 * 1024 + 20_000);
     expect(parts.length).toBeGreaterThan(1);
     expect(parts.map((p) => p.msgId)).toEqual(parts.map((_, k) => `HISTORICAL:0:1:5-5:${k}`));
     expect(parts.reduce((n, p) => n + p.events, 0)).toBe(100);
+    expect(parts.every((p) => p.body.length <= 64 * 1024 + 20_000)).toBe(true);
+    expect(parts.map((p) => p.body.toString()).join('')).toBe(`"${'x'.repeat(1000)}"\n`.repeat(100));
   });
 });

@@ -5,6 +5,7 @@ import { isUuid, parseSubject, subjectFor, type CapturedEvent, type StreamKind }
 import { dedupKey } from './dedup.js';
 import { isPlainObject } from './event-rules.js';
 import type { IngestionWarning, SourceEvent } from './process-events.js';
+import { mayHoldUnstorableText, storableValue } from './storable-text.js';
 
 export interface SourceMessage {
   seq: number;
@@ -17,8 +18,8 @@ export interface SourceMessage {
 export interface BatchEvent extends SourceEvent {
   /** Index of the source message in the batch. */
   message: number;
-  /** The line as captured; undefined when checking it had to change it. */
-  line: string | undefined;
+  /** Byte range of the line in its source message (trimmed); undefined when checking it had to change it. */
+  span: { start: number; end: number } | undefined;
   /** `<projectId>:<uuid>` (dedup key). */
   key: string;
 }
@@ -27,15 +28,23 @@ export interface ParsedBatch {
   events: BatchEvent[];
   /** Source message index → project id (undefined: not one of our subjects). */
   projects: (number | undefined)[];
+  /** Source message index → its bytes (a view, not a copy): processed lines are cut from them. */
+  bodies: Buffer[];
   warnings: IngestionWarning[];
   malformed: number;
 }
 
-const decoder = new TextDecoder();
+const NEWLINE = 0x0a;
+const CLOSE_BRACE = 0x7d;
+const isSpace = (byte: number) => byte === 0x20 || byte === 0x09 || byte === 0x0d || byte === 0x0a;
 
+// Lines are found in the bytes (a newline byte never occurs inside a UTF-8 sequence) and decoded
+// one by one: their byte ranges let an output line be copied from the source instead of encoded again.
 export function parseMessages(kind: StreamKind, messages: readonly SourceMessage[]): ParsedBatch {
-  const out: ParsedBatch = { events: [], projects: [], warnings: [], malformed: 0 };
+  const out: ParsedBatch = { events: [], projects: [], bodies: [], warnings: [], malformed: 0 };
   messages.forEach((m, index) => {
+    const body = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+    out.bodies.push(body);
     const subject = parseSubject(m.subject);
     if (!subject || subject.kind !== kind) {
       out.projects.push(undefined);
@@ -44,14 +53,15 @@ export function parseMessages(kind: StreamKind, messages: readonly SourceMessage
     }
     const projectId = subject.projectId;
     out.projects.push(projectId);
-    const text = decoder.decode(m.data);
-    let start = 0;
-    while (start < text.length) {
-      let end = text.indexOf('\n', start);
-      if (end === -1) end = text.length;
-      const line = text.slice(start, end);
-      start = end + 1;
-      if (line.trim() === '') continue;
+    for (let next = 0; next < body.length; ) {
+      let start = next;
+      let end = body.indexOf(NEWLINE, start);
+      if (end === -1) end = body.length;
+      next = end + 1;
+      while (start < end && isSpace(body[start]!)) start++;
+      while (end > start && isSpace(body[end - 1]!)) end--;
+      if (start === end) continue;
+      const line = body.toString('utf8', start, end);
       const problem = { reason: '', seq: m.seq };
       let parsed: unknown;
       try {
@@ -59,6 +69,8 @@ export function parseMessages(kind: StreamKind, messages: readonly SourceMessage
       } catch {
         problem.reason = 'not JSON';
       }
+      const unstorable = !problem.reason && mayHoldUnstorableText(line);
+      if (unstorable) parsed = storableValue(parsed);
       const checked = problem.reason ? undefined : checkCaptured(parsed, problem);
       if (!checked) {
         out.malformed++;
@@ -66,7 +78,8 @@ export function parseMessages(kind: StreamKind, messages: readonly SourceMessage
         continue;
       }
       const { event, changed } = checked;
-      out.events.push({ projectId, event, message: index, line: changed ? undefined : line, key: dedupKey(projectId, event.uuid) });
+      const span = changed || unstorable ? undefined : { start, end };
+      out.events.push({ projectId, event, message: index, span, key: dedupKey(projectId, event.uuid) });
     }
   });
   return out;
@@ -100,13 +113,25 @@ function checkCaptured(value: unknown, problem: { reason: string }): { event: Ca
 export interface OutputPart {
   subject: string;
   msgId: string;
-  body: Uint8Array;
+  body: Buffer;
   events: number;
   /** Source message indexes this part covers. */
   messages: number[];
 }
 
-const encoder = new TextEncoder();
+/**
+ * One processed line, without its newline: bytes of a source message (`source[start, end)`)
+ * followed by `tail`. Most events only gain `person_id`, so their line is copied from the source
+ * and the field appended (serialising and encoding again are a large share of a worker's CPU).
+ */
+export interface OutputLine {
+  source: Buffer | undefined;
+  start: number;
+  end: number;
+  tail: Buffer;
+}
+
+const outputBytes = (line: OutputLine) => line.end - line.start + line.tail.length + 1;
 
 /**
  * Packs processed lines into PROCESSED messages: per project, consecutive source messages (in
@@ -118,7 +143,7 @@ export function packOutputs(
   shard: number,
   messages: readonly SourceMessage[],
   projects: readonly (number | undefined)[],
-  linesByMessage: readonly string[][],
+  linesByMessage: readonly OutputLine[][],
   partBytes: number,
   maxPayload: number,
 ): OutputPart[] {
@@ -137,7 +162,7 @@ export function packOutputs(
       parts.push({
         subject,
         msgId: chunks.length === 1 ? base : `${base}:${k}`,
-        body: encoder.encode(chunk.join('\n') + '\n'),
+        body: joinLines(chunk),
         events: chunk.length,
         messages: p.members,
       });
@@ -158,16 +183,13 @@ export function packOutputs(
 }
 
 /** Splits lines so each message stays under the server's max payload (a source message near the limit grows a little). */
-function splitLines(lines: string[], maxPayload: number): string[][] {
+function splitLines(lines: OutputLine[], maxPayload: number): OutputLine[][] {
   const limit = Math.max(1024, maxPayload - 64 * 1024);
-  let chars = 0;
-  for (const line of lines) chars += line.length + 1;
-  if (chars * 3 <= limit) return [lines]; // UTF-8 needs at most 3 bytes per UTF-16 unit
-  const chunks: string[][] = [];
-  let current: string[] = [];
+  const chunks: OutputLine[][] = [];
+  let current: OutputLine[] = [];
   let bytes = 0;
   for (const line of lines) {
-    const size = Buffer.byteLength(line) + 1;
+    const size = outputBytes(line);
     if (current.length > 0 && bytes + size > limit) {
       chunks.push(current);
       current = [];
@@ -180,15 +202,43 @@ function splitLines(lines: string[], maxPayload: number): string[][] {
   return chunks;
 }
 
-/**
- * A processed line. Most events only gain `person_id`: their captured line is spliced rather than
- * serialised again (JSON.stringify is a large share of a worker's CPU).
- */
-export function processedLine(out: { person_id?: string }, line: string | undefined, untouched: boolean): string {
-  if (untouched && line !== undefined) {
-    if (out.person_id === undefined) return line.trim();
-    const end = line.lastIndexOf('}');
-    if (end > 0) return `${line.slice(0, end)},"person_id":"${out.person_id}"}`;
+/** NDJSON body of lines: one allocation, each line copied once. */
+function joinLines(lines: readonly OutputLine[]): Buffer {
+  let total = 0;
+  for (const line of lines) total += outputBytes(line);
+  const body = Buffer.allocUnsafe(total);
+  let at = 0;
+  for (const line of lines) {
+    if (line.source) at += line.source.copy(body, at, line.start, line.end);
+    at += line.tail.copy(body, at);
+    body[at++] = NEWLINE;
   }
-  return JSON.stringify(out);
+  return body;
 }
+
+/** A whole line serialised again (the event changed beyond gaining `person_id`). */
+export function serializedLine(value: unknown): OutputLine {
+  return { source: undefined, start: 0, end: 0, tail: Buffer.from(JSON.stringify(value)) };
+}
+
+/**
+ * The processed line of an event: its captured bytes with `"person_id"` appended before the
+ * closing brace when nothing else changed (`untouched`), else the event serialised again.
+ */
+export function processedLine(
+  out: { person_id?: string },
+  source: Buffer | undefined,
+  span: { start: number; end: number } | undefined,
+  untouched: boolean,
+): OutputLine {
+  if (untouched && source && span) {
+    if (out.person_id === undefined) return { source, start: span.start, end: span.end, tail: EMPTY };
+    // parseMessages trimmed the span and JSON.parse saw an object: it ends with its closing brace.
+    if (source[span.end - 1] === CLOSE_BRACE) {
+      return { source, start: span.start, end: span.end - 1, tail: Buffer.from(`,"person_id":"${out.person_id}"}`, 'latin1') };
+    }
+  }
+  return serializedLine(out);
+}
+
+const EMPTY = Buffer.alloc(0);

@@ -51,3 +51,12 @@ export function isConflictDbError(err: unknown): boolean {
   const code = (err as { code?: string } | undefined)?.code;
   return code === '23505' || code === '40P01' || code === '40001';
 }
+
+/**
+ * A PostgreSQL array literal of values that never need quoting or escaping (numbers, uuids that
+ * passed isUuid): one join, where pg's generic array encoding escapes element by element (a
+ * visible share of a worker's CPU with thousands of uuids per batch).
+ */
+export function plainArrayLiteral(values: readonly (number | string)[]): string {
+  return `{${values.join(',')}}`;
+}

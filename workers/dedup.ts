@@ -3,6 +3,7 @@
 // current generation and also checks the previous one, so a duplicate is caught for at least one
 // window and at most two; expired generations are dropped whole (no DELETE, no vacuum).
 import type pg from 'pg';
+import { plainArrayLiteral } from './db.js';
 
 const DEDUP_LOCK = 7_370_617_465_002;
 
@@ -62,9 +63,27 @@ export function dedupKey(projectId: number, uuid: string): string {
 }
 
 /**
- * Records the batch's (project, uuid) pairs (already unique) and returns the keys of those
- * seen before: the duplicates (usually none, so almost nothing comes back over the wire). Runs
- * inside the batch transaction, so a batch that rolls back leaves no trace.
+ * The common case, cheapest: records the batch's (project, uuid) pairs (already unique; uuids
+ * checked by isUuid) and returns true when none was seen before. False means some were: the
+ * caller rolls the transaction back and uses recordEvents, which says which. Runs inside the
+ * batch transaction, so a batch that rolls back leaves no trace.
+ */
+export async function recordNewEvents(client: pg.ClientBase, generation: number, projectIds: number[], uuids: string[]): Promise<boolean> {
+  if (uuids.length === 0) return true;
+  const { rowCount } = await client.query(
+    `INSERT INTO event_dedup (generation, project_id, uuid)
+     SELECT $3, i.project_id, i.uuid FROM unnest($1::int[], $2::uuid[]) AS i(project_id, uuid)
+     WHERE NOT EXISTS (SELECT 1 FROM event_dedup d WHERE d.generation = $4 AND d.project_id = i.project_id AND d.uuid = i.uuid)
+     ON CONFLICT DO NOTHING`,
+    [plainArrayLiteral(projectIds), plainArrayLiteral(uuids), generation, generation - 1],
+  );
+  return rowCount === uuids.length;
+}
+
+/**
+ * Records the batch's (project, uuid) pairs (already unique; uuids checked by isUuid) and returns
+ * the keys of those seen before: the duplicates (few, so little comes back over the wire). Costs
+ * PostgreSQL about a third more than recordNewEvents.
  */
 export async function recordEvents(
   client: pg.ClientBase,
@@ -84,7 +103,7 @@ export async function recordEvents(
      )
      SELECT i.project_id, i.uuid FROM input i LEFT JOIN inserted n ON n.project_id = i.project_id AND n.uuid = i.uuid
      WHERE n.uuid IS NULL`,
-    [projectIds, uuids, generation, generation - 1],
+    [plainArrayLiteral(projectIds), plainArrayLiteral(uuids), generation, generation - 1],
   );
   return new Set(rows.map((r) => dedupKey(r.project_id, r.uuid)));
 }

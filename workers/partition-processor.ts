@@ -10,9 +10,9 @@ import type { JetStreamClient, JetStreamManager, JsMsg, MsgRequest } from '@nats
 import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { HEADER_EVENT_COUNT, STREAMS, shardFilter, type Logger, type StreamKind } from '../lib/index.js';
-import { packOutputs, parseMessages, processedLine, type SourceMessage } from './batch-codec.js';
+import { packOutputs, parseMessages, processedLine, type OutputLine, type SourceMessage } from './batch-codec.js';
 import { isConflictDbError, isTransientDbError } from './db.js';
-import { recordEvents, type DedupGenerations } from './dedup.js';
+import { recordEvents, recordNewEvents, type DedupGenerations } from './dedup.js';
 import type { GroupTypeRegistry } from './group-types.js';
 import type { GroupWriter } from './group-writer.js';
 import { MessageFeed } from './message-feed.js';
@@ -56,6 +56,11 @@ class StoppedError extends Error {
   override name = 'StoppedError';
 }
 
+/** The cheap dedup path found duplicates in the batch: redo it (nothing was published) with the exact one. */
+class DuplicatesSeenError extends Error {
+  override name = 'DuplicatesSeenError';
+}
+
 /** A message is in the stream that the shard's consumer never delivered: open a new one. */
 class FeedStalledError extends Error {
   override name = 'FeedStalledError';
@@ -80,6 +85,8 @@ export class PartitionProcessor {
   /** Room each pull keeps for one message; grows when a bigger one is found stuck. */
   private messageMaxBytes = EXPECTED_MESSAGE_BYTES;
   private lastProbeAt = 0;
+  /** The last batch had duplicates: use the dedup query that says which, not the cheap one. */
+  private duplicatesLikely = false;
   private untrack: (() => void) | undefined;
 
   constructor(
@@ -242,6 +249,7 @@ export class PartitionProcessor {
         return;
       } catch (err) {
         if (err instanceof OwnershipLostError || err instanceof PositionMovedError) throw err;
+        if (err instanceof DuplicatesSeenError) continue;
         const conflict = err instanceof PersonConflictError || isConflictDbError(err);
         const reason = conflict ? 'conflict' : isTransientDbError(err) || isNatsUnavailable(err) ? 'unavailable' : 'error';
         this.ctx.metrics.batchRetries.inc({ reason });
@@ -302,12 +310,17 @@ export class PartitionProcessor {
       const firstSeen = new Map<string, (typeof parsed.events)[number]>();
       for (const e of parsed.events) if (!firstSeen.has(e.key)) firstSeen.set(e.key, e);
       const unique = [...firstSeen.values()];
-      const seenBefore = await recordEvents(
-        client,
-        generation,
-        unique.map((e) => e.projectId),
-        unique.map((e) => e.event.uuid),
-      );
+      const projectIds = unique.map((e) => e.projectId);
+      const uuids = unique.map((e) => e.event.uuid);
+      let seenBefore = new Set<string>();
+      if (this.duplicatesLikely) {
+        seenBefore = await recordEvents(client, generation, projectIds, uuids);
+        // Back to the cheap path once a batch has none.
+        this.duplicatesLikely = seenBefore.size > 0;
+      } else if (!(await recordNewEvents(client, generation, projectIds, uuids))) {
+        this.duplicatesLikely = true;
+        throw new DuplicatesSeenError('the batch holds events seen before: finding which');
+      }
       const events = parsed.events.filter((e) => !seenBefore.has(e.key) && firstSeen.get(e.key) === e);
     phase('dedup');
       const duplicates = parsed.events.length - events.length;
@@ -335,10 +348,10 @@ export class PartitionProcessor {
       });
     phase('write');
 
-      const lines: string[][] = sources.map(() => []);
+      const lines: OutputLine[][] = sources.map(() => []);
       events.forEach((e, i) => {
         const out = result.outputs[i];
-        if (out) lines[e.message]!.push(processedLine(out, e.line, result.untouched[i]!));
+        if (out) lines[e.message]!.push(processedLine(out, parsed.bodies[e.message], e.span, result.untouched[i]!));
       });
       const parts = packOutputs(this.streamName, this.shard, sources, parsed.projects, lines, limits.publishPartBytes, this.ctx.maxPayload());
       // Groups are written (outside this transaction, see group-writer.ts) while the batch is published;

@@ -3,7 +3,9 @@
 import type pg from 'pg';
 import type { Properties } from '../lib/index.js';
 import type { GroupUpsert, IngestionWarning } from './process-events.js';
+import { plainArrayLiteral } from './db.js';
 import type { PersonCache } from './person-cache.js';
+import { storableValue } from './storable-text.js';
 import { distinctIdKey, type PersonState, type PersonWrites } from './person-workspace.js';
 
 /** Another writer changed a person this batch read: redo the batch on fresh state. */
@@ -21,7 +23,8 @@ interface PersonRow {
   project_id: number | null;
   distinct_id: string | null;
   uuid: string;
-  version: number;
+  /** Null for a cached person that no longer exists. */
+  version: number | null;
   person_project: number;
   properties: Properties | null;
   is_identified: boolean | null;
@@ -83,30 +86,31 @@ export async function loadPersons(
 
   const validate = [...cachedKeys.keys()];
   for (let round = 0; round < 3 && (validate.length > 0 || toLoad.length > 0); round++) {
+    // Cached persons come back only when they changed (with their state) or are gone (uuid only):
+    // usually no row at all for them.
     const { rows } = await client.query<PersonRow>(
-      `SELECT 'v' AS kind, NULL::int AS project_id, NULL::text AS distinct_id, p.uuid, p.version::float8 AS version,
-              p.project_id AS person_project,
-              CASE WHEN p.version <> c.version THEN p.properties END AS properties,
-              CASE WHEN p.version <> c.version THEN p.is_identified END AS is_identified,
-              CASE WHEN p.version <> c.version THEN p.created_at END AS created_at
-         FROM unnest($1::uuid[], $2::int8[]) AS c(uuid, version) JOIN persons p ON p.uuid = c.uuid
+      `SELECT 'v' AS kind, NULL::int AS project_id, NULL::text AS distinct_id, c.uuid, p.version::float8 AS version,
+              p.project_id AS person_project, p.properties, p.is_identified, p.created_at
+         FROM unnest($1::uuid[], $2::int8[]) AS c(uuid, version) LEFT JOIN persons p ON p.uuid = c.uuid
+        WHERE p.uuid IS NULL OR p.version <> c.version
        UNION ALL
        SELECT 'd', k.project_id, k.distinct_id, p.uuid, p.version::float8, p.project_id, p.properties, p.is_identified, p.created_at
          FROM unnest($3::int[], $4::text[]) AS k(project_id, distinct_id)
          JOIN person_distinct_ids d ON d.project_id = k.project_id AND d.distinct_id = k.distinct_id
          JOIN persons p ON p.uuid = d.person_uuid`,
       [
-        validate,
-        validate.map((uuid) => persons.get(uuid)!.version),
-        toLoad.map((k) => k.projectId),
+        plainArrayLiteral(validate),
+        plainArrayLiteral(validate.map((uuid) => persons.get(uuid)!.version)),
+        plainArrayLiteral(toLoad.map((k) => k.projectId)),
         toLoad.map((k) => k.distinctId),
       ],
     );
-    const stillThere = new Set<string>();
+    const gone = new Set<string>();
     for (const row of rows) {
       if (row.kind === 'v') {
-        stillThere.add(row.uuid);
-        if (row.properties !== null) {
+        if (row.version === null) {
+          gone.add(row.uuid);
+        } else {
           const fresh = toState(row);
           persons.set(row.uuid, fresh);
           cache.remember(cachedKeys.get(row.uuid)![0]!.key, fresh);
@@ -123,7 +127,7 @@ export async function loadPersons(
     const next: typeof toLoad = [];
     for (const uuid of validate) {
       const list = cachedKeys.get(uuid)!;
-      if (stillThere.has(uuid)) {
+      if (!gone.has(uuid)) {
         for (const k of list) lookups.set(k.key, uuid);
       } else {
         // Merged away by another worker: its distinct ids now belong to someone else.
@@ -176,62 +180,62 @@ export async function writeBatch(
   warnings: readonly IngestionWarning[],
   position: PositionCommit,
 ): Promise<void> {
-  const json = (v: unknown) => JSON.stringify(v);
+  // Rows travel as one JSON document per table: serialised once, parsed once by PostgreSQL, where
+  // jsonb[] parameters would be escaped element by element on both sides.
+  const personRow = (p: PersonState) => ({
+    uuid: p.uuid,
+    project_id: p.projectId,
+    properties: p.properties,
+    is_identified: p.isIdentified,
+    created_at: p.createdAt,
+    version: p.version,
+  });
   const { rows } = await client.query<Record<string, number>>(
     `WITH
      ins_p AS (
        INSERT INTO persons (uuid, project_id, properties, is_identified, created_at, version)
-       SELECT * FROM unnest($1::uuid[], $2::int[], $3::jsonb[], $4::bool[], $5::timestamptz[], $6::int8[])
+       SELECT uuid, project_id, properties, is_identified, created_at, version
+         FROM json_to_recordset($1::json)
+           AS x(uuid uuid, project_id int, properties jsonb, is_identified bool, created_at timestamptz, version int8)
        ON CONFLICT (uuid) DO NOTHING RETURNING 1),
      upd_p AS (
        UPDATE persons p SET properties = u.properties, is_identified = u.is_identified, created_at = u.created_at, version = u.version
-       FROM unnest($7::uuid[], $8::jsonb[], $9::bool[], $10::timestamptz[], $11::int8[], $12::int8[])
-         AS u(uuid, properties, is_identified, created_at, version, expected)
+       FROM json_to_recordset($2::json)
+         AS u(uuid uuid, properties jsonb, is_identified bool, created_at timestamptz, version int8, expected int8)
        WHERE p.uuid = u.uuid AND p.version = u.expected RETURNING 1),
      del_p AS (
-       DELETE FROM persons p USING unnest($13::uuid[], $14::int8[]) AS d(uuid, expected)
+       DELETE FROM persons p USING unnest($3::uuid[], $4::int8[]) AS d(uuid, expected)
        WHERE p.uuid = d.uuid AND p.version = d.expected RETURNING 1),
      mv AS (
        UPDATE person_distinct_ids pd SET person_uuid = m.to_uuid
-       FROM unnest($15::uuid[], $16::uuid[]) AS m(from_uuid, to_uuid)
+       FROM unnest($5::uuid[], $6::uuid[]) AS m(from_uuid, to_uuid)
        WHERE pd.person_uuid = m.from_uuid RETURNING 1),
      ins_d AS (
        INSERT INTO person_distinct_ids (project_id, distinct_id, person_uuid)
-       SELECT * FROM unnest($17::int[], $18::text[], $19::uuid[])
+       SELECT * FROM unnest($7::int[], $8::text[], $9::uuid[])
        ON CONFLICT DO NOTHING RETURNING 1),
      warn AS (
        INSERT INTO ingestion_warnings (project_id, type, details)
-       SELECT * FROM unnest($20::int[], $21::text[], $22::jsonb[]) RETURNING 1),
+       SELECT project_id, type, details FROM json_to_recordset($10::json) AS x(project_id int, type text, details jsonb) RETURNING 1),
      pos AS (
-       UPDATE shard_positions SET position = $25, pending_end = $27, updated_at = now()
-       WHERE stream = $23 AND shard = $24 AND fence = $26 RETURNING 1)
+       UPDATE shard_positions SET position = $13, pending_end = $15, updated_at = now()
+       WHERE stream = $11 AND shard = $12 AND fence = $14 RETURNING 1)
      SELECT (SELECT count(*) FROM ins_p)::int AS ins_p, (SELECT count(*) FROM upd_p)::int AS upd_p,
             (SELECT count(*) FROM del_p)::int AS del_p, (SELECT count(*) FROM ins_d)::int AS ins_d,
             (SELECT count(*) FROM warn)::int AS warn,
             (SELECT count(*) FROM pos)::int AS pos, (SELECT count(*) FROM mv)::int AS mv`,
     [
-      w.inserts.map((p) => p.uuid),
-      w.inserts.map((p) => p.projectId),
-      w.inserts.map((p) => json(p.properties)),
-      w.inserts.map((p) => p.isIdentified),
-      w.inserts.map((p) => p.createdAt),
-      w.inserts.map((p) => p.version),
-      w.updates.map((u) => u.state.uuid),
-      w.updates.map((u) => json(u.state.properties)),
-      w.updates.map((u) => u.state.isIdentified),
-      w.updates.map((u) => u.state.createdAt),
-      w.updates.map((u) => u.state.version),
-      w.updates.map((u) => u.expectedVersion),
-      w.deletes.map((d) => d.uuid),
-      w.deletes.map((d) => d.expectedVersion),
-      w.moves.map((m) => m.from),
-      w.moves.map((m) => m.to),
-      w.newDistinctIds.map((d) => d.projectId),
+      JSON.stringify(w.inserts.map(personRow)),
+      JSON.stringify(w.updates.map((u) => ({ ...personRow(u.state), expected: u.expectedVersion }))),
+      plainArrayLiteral(w.deletes.map((d) => d.uuid)),
+      plainArrayLiteral(w.deletes.map((d) => d.expectedVersion)),
+      plainArrayLiteral(w.moves.map((m) => m.from)),
+      plainArrayLiteral(w.moves.map((m) => m.to)),
+      plainArrayLiteral(w.newDistinctIds.map((d) => d.projectId)),
       w.newDistinctIds.map((d) => d.distinctId),
-      w.newDistinctIds.map((d) => d.personUuid),
-      warnings.map((x) => x.projectId),
-      warnings.map((x) => x.type),
-      warnings.map((x) => json(x.details)),
+      plainArrayLiteral(w.newDistinctIds.map((d) => d.personUuid)),
+      // Details quote what was received (a malformed line may hold a NUL): storable, or the batch could never commit.
+      JSON.stringify(warnings.map((x) => ({ project_id: x.projectId, type: x.type, details: storableValue(x.details) }))),
       position.stream,
       position.shard,
       position.position,
@@ -257,15 +261,21 @@ export async function upsertGroups(client: pg.ClientBase | pg.Pool, groups: read
   if (groups.length === 0) return;
   await client.query(
     `INSERT INTO groups (project_id, group_type_index, group_key, group_properties, created_at)
-     SELECT * FROM unnest($1::int[], $2::int2[], $3::text[], $4::jsonb[], $5::timestamptz[])
+     SELECT project_id, group_type_index, group_key, group_properties, created_at
+       FROM json_to_recordset($1::json)
+         AS x(project_id int, group_type_index int2, group_key text, group_properties jsonb, created_at timestamptz)
      ON CONFLICT (project_id, group_type_index, group_key) DO UPDATE
        SET group_properties = groups.group_properties || excluded.group_properties, updated_at = now(), version = groups.version + 1`,
     [
-      groups.map((g) => g.projectId),
-      groups.map((g) => g.groupTypeIndex),
-      groups.map((g) => g.groupKey),
-      groups.map((g) => JSON.stringify(g.properties)),
-      groups.map((g) => g.createdAt),
+      JSON.stringify(
+        groups.map((g) => ({
+          project_id: g.projectId,
+          group_type_index: g.groupTypeIndex,
+          group_key: g.groupKey,
+          group_properties: g.properties,
+          created_at: g.createdAt,
+        })),
+      ),
     ],
   );
 }

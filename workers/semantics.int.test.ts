@@ -371,8 +371,10 @@ describe('worker semantics', () => {
     const { shardOf } = await import('../lib/index.js');
     const good = capture(p, 'ok', 'm-user');
     const h = headers();
-    h.set('Spate-Events', '3');
-    await js.publish(`events.${p}.${shardOf('m-user', 16)}`, `not json\n{"uuid":"nope","event":"x","distinct_id":"m-user"}\n${JSON.stringify(good)}\n`, {
+    h.set('Spate-Events', '4');
+    // A raw NUL, and a \u0000 escape: the warnings quoting these lines must be storable too.
+    const bad = 'not json\u0000\n{"uuid":"nope","event":"x\\u0000","distinct_id":"m-user"}\n{"uuid":"also-nope","event":"\\ud800"}\n';
+    await js.publish(`events.${p}.${shardOf('m-user', 16)}`, `${bad}${JSON.stringify(good)}\n`, {
       headers: h,
       msgID: `malformed-${p}`,
     });
@@ -381,7 +383,7 @@ describe('worker semantics', () => {
     const lines = await readProcessed(nc);
     expect(lines.some((l) => l.uuid === good.uuid)).toBe(true);
     const types = (await warningsOf(p)).map((w) => w.type);
-    expect(types).toEqual(['invalid_event', 'invalid_event']);
+    expect(types).toEqual(['invalid_event', 'invalid_event', 'invalid_event']);
   });
 
   it('overflow - events diverted to OVERFLOW are processed like realtime ones, in order per distinct id', async () => {
@@ -393,6 +395,23 @@ describe('worker semantics', () => {
     expect(lines.map((l) => l.properties.i)).toEqual(events.map((_, i) => i));
     expect(lines.every((l) => l.person_id === personUuidFor(p, 'hot-user') && l.msgId.startsWith('OVERFLOW:'))).toBe(true);
     expect((await personOf(p, 'hot-user'))?.properties).toEqual({ last: 29 });
+  });
+
+  it('text PostgreSQL cannot store (NUL, lone surrogates) is kept as U+FFFD and never blocks the shard', async () => {
+    const p = nextProject++;
+    const id = 'nul\u0000user';
+    const out = await run([
+      capture(p, '$identify', id, { $set: { name: 'a\u0000b', broken: 'x\ud800y' }, $anon_distinct_id: 'anon\u0000' }),
+      capture(p, '$groupidentify', id, { $group_type: 'company', $group_key: 'co\u0000', $group_set: { name: 'c\u0000' } }),
+      capture(p, 'after', id),
+    ]);
+    expect(out.size).toBe(3);
+    const person = await personOf(p, 'nul\ufffduser');
+    expect(person?.properties).toEqual({ name: 'a\ufffdb', broken: 'x\ufffdy' });
+    expect((await personOf(p, 'anon\ufffd'))?.uuid).toBe(person?.uuid);
+    expect([...out.values()].every((l) => l.person_id === person?.uuid && l.distinct_id === 'nul\ufffduser')).toBe(true);
+    const { rows } = await db.query('SELECT group_key, group_properties FROM groups WHERE project_id = $1', [p]);
+    expect(rows).toEqual([{ group_key: 'co\ufffd', group_properties: { name: 'c\ufffd' } }]);
   });
 
   // Last: it replaces the suite's worker.
