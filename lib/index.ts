@@ -11,3 +11,4 @@ export * from './nats.js';
 export * from './runtime-module.js';
 export * from './cluster-file.js';
 export * from './pipeline.js';
+export * from './sanitize.js';

@@ -1,11 +1,10 @@
 // Bytes in and out of a batch: source messages → captured events (bad lines become warnings,
 // never crashes), and processed lines → PROCESSED messages whose ids depend only on the source
 // sequences they cover, so replaying a planned batch republishes the same ids (JetStream drops them).
-import { isUuid, parseSubject, subjectFor, type CapturedEvent, type StreamKind } from '../lib/index.js';
+import { cleanStrings, hasHostileText, isUuid, parseSubject, subjectFor, type CapturedEvent, type StreamKind } from '../lib/index.js';
 import { dedupKey } from './dedup.js';
 import { isPlainObject } from './event-rules.js';
 import type { IngestionWarning, SourceEvent } from './process-events.js';
-import { mayHoldUnstorableText, storableValue } from './storable-text.js';
 
 export interface SourceMessage {
   seq: number;
@@ -69,8 +68,9 @@ export function parseMessages(kind: StreamKind, messages: readonly SourceMessage
       } catch {
         problem.reason = 'not JSON';
       }
-      const unstorable = !problem.reason && mayHoldUnstorableText(line);
-      if (unstorable) parsed = storableValue(parsed);
+      // Capture never writes NUL or lone surrogates, but a line from elsewhere must not block the shard.
+      const unstorable = !problem.reason && hasHostileText(line);
+      if (unstorable) parsed = cleanStrings(parsed);
       const checked = problem.reason ? undefined : checkCaptured(parsed, problem);
       if (!checked) {
         out.malformed++;

@@ -45,7 +45,8 @@ export class PersonCache {
       const cached = this.persons.get(person.uuid);
       if (!cached || cached.version <= person.version) this.persons.set(person.uuid, { ...person });
     }
-    for (const [key, uuid] of writes.mappings) this.distinctIds.set(key, uuid);
+    // Lookups already refreshed the recency of the keys they found: only new or moved ids are set.
+    for (const [key, uuid] of writes.mappings) if (this.distinctIds.peek(key) !== uuid) this.distinctIds.set(key, uuid);
   }
 
   clear(): void {

@@ -1,11 +1,10 @@
 // Set-based SQL for one batch: load (and validate cached) persons in one round trip, lock the
 // persons the batch will change in uuid order, and write every change with one statement.
 import type pg from 'pg';
-import type { Properties } from '../lib/index.js';
+import { cleanStrings, type Properties } from '../lib/index.js';
 import type { GroupUpsert, IngestionWarning } from './process-events.js';
 import { plainArrayLiteral } from './db.js';
 import type { PersonCache } from './person-cache.js';
-import { storableValue } from './storable-text.js';
 import { distinctIdKey, type PersonState, type PersonWrites } from './person-workspace.js';
 
 /** Another writer changed a person this batch read: redo the batch on fresh state. */
@@ -235,7 +234,7 @@ export async function writeBatch(
       w.newDistinctIds.map((d) => d.distinctId),
       plainArrayLiteral(w.newDistinctIds.map((d) => d.personUuid)),
       // Details quote what was received (a malformed line may hold a NUL): storable, or the batch could never commit.
-      JSON.stringify(warnings.map((x) => ({ project_id: x.projectId, type: x.type, details: storableValue(x.details) }))),
+      JSON.stringify(warnings.map((x) => ({ project_id: x.projectId, type: x.type, details: cleanStrings(x.details) }))),
       position.stream,
       position.shard,
       position.position,
