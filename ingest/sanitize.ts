@@ -1,8 +1,6 @@
 // Capture writes every event's line without NUL characters and lone surrogates (lib/sanitize.ts).
 import { cleanStrings, hasHostileText } from '../lib/index.js';
 
-export { cleanStrings, hasHostileText } from '../lib/index.js';
-
 /** The event's NDJSON line, with hostile strings replaced (rare: only then is anything copied). */
 export function eventLine(event: object): string {
   const json = JSON.stringify(event);

@@ -23,9 +23,8 @@ export function cleanStrings(value: unknown): unknown {
   if (typeof value === 'string') return cleanString(value);
   if (Array.isArray(value)) return value.map(cleanStrings);
   if (typeof value === 'object' && value !== null) {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[cleanString(k)] = cleanStrings(v);
-    return out;
+    // fromEntries defines own properties: a "__proto__" key stays a key, as JSON.parse made it.
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [cleanString(k), cleanStrings(v)]));
   }
   return value;
 }

@@ -17,7 +17,11 @@ export interface SourceMessage {
 export interface BatchEvent extends SourceEvent {
   /** Index of the source message in the batch. */
   message: number;
-  /** Byte range of the line in its source message (trimmed); undefined when checking it had to change it. */
+  /**
+   * Byte range of the line in its source message (trimmed); undefined when its bytes cannot be
+   * reused as they are: checking changed the event, strings had to be cleaned (lib/sanitize.ts),
+   * or the bytes were not valid UTF-8.
+   */
   span: { start: number; end: number } | undefined;
   /** `<projectId>:<uuid>` (dedup key). */
   key: string;
@@ -52,7 +56,9 @@ export function parseMessages(kind: StreamKind, messages: readonly SourceMessage
     }
     const projectId = subject.projectId;
     out.projects.push(projectId);
-    for (let next = 0; next < body.length; ) {
+    // A byte order mark is not part of the first line (TextDecoder used to drop it).
+    const bom = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
+    for (let next = bom; next < body.length; ) {
       let start = next;
       let end = body.indexOf(NEWLINE, start);
       if (end === -1) end = body.length;
@@ -71,6 +77,9 @@ export function parseMessages(kind: StreamKind, messages: readonly SourceMessage
       // Capture never writes NUL or lone surrogates, but a line from elsewhere must not block the shard.
       const unstorable = !problem.reason && hasHostileText(line);
       if (unstorable) parsed = cleanStrings(parsed);
+      // Bytes that are not UTF-8 were decoded as U+FFFD: the output is written from the decoded text
+      // then, never copied from bytes that consumers could read differently.
+      const copyable = !unstorable && !line.includes('\ufffd');
       const checked = problem.reason ? undefined : checkCaptured(parsed, problem);
       if (!checked) {
         out.malformed++;
@@ -78,7 +87,7 @@ export function parseMessages(kind: StreamKind, messages: readonly SourceMessage
         continue;
       }
       const { event, changed } = checked;
-      const span = changed || unstorable ? undefined : { start, end };
+      const span = changed || !copyable ? undefined : { start, end };
       out.events.push({ projectId, event, message: index, span, key: dedupKey(projectId, event.uuid) });
     }
   });
@@ -235,7 +244,7 @@ export function processedLine(
     if (out.person_id === undefined) return { source, start: span.start, end: span.end, tail: EMPTY };
     // parseMessages trimmed the span and JSON.parse saw an object: it ends with its closing brace.
     if (source[span.end - 1] === CLOSE_BRACE) {
-      return { source, start: span.start, end: span.end - 1, tail: Buffer.from(`,"person_id":"${out.person_id}"}`, 'latin1') };
+      return { source, start: span.start, end: span.end - 1, tail: Buffer.from(`,"person_id":"${out.person_id}"}`) };
     }
   }
   return serializedLine(out);

@@ -249,7 +249,13 @@ export class PartitionProcessor {
         return;
       } catch (err) {
         if (err instanceof OwnershipLostError || err instanceof PositionMovedError) throw err;
-        if (err instanceof DuplicatesSeenError) continue;
+        if (err instanceof DuplicatesSeenError) {
+          // Not a failure: the same attempt again on the exact dedup path (a stop now still lets it commit).
+          this.ctx.metrics.batchRetries.inc({ reason: 'duplicates' });
+          this.log.debug({ first: messages[0]!.seq, last: end }, err.message);
+          attempt--;
+          continue;
+        }
         const conflict = err instanceof PersonConflictError || isConflictDbError(err);
         const reason = conflict ? 'conflict' : isTransientDbError(err) || isNatsUnavailable(err) ? 'unavailable' : 'error';
         this.ctx.metrics.batchRetries.inc({ reason });

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../lib/index.js';
 import { freshDatabase } from '../test/kit/index.js';
 import { createPool } from './db.js';
-import { DedupGenerations, recordEvents } from './dedup.js';
+import { DedupGenerations, recordEvents, recordNewEvents } from './dedup.js';
 import { migrateWorkerSchema } from './migrate.js';
 import { OwnershipLostError } from './person-store.js';
 import { lockPosition, planBatch, PositionMovedError, takeOverPartition } from './positions.js';
@@ -69,18 +69,22 @@ describe('positions and dedup', () => {
     expect(await takeOverPartition(pool, 'HISTORICAL', 3, 'a', 'second')).toMatchObject({ position: 0, reset: true });
   });
 
-  it('dedup - a uuid is a duplicate in its generation and the next, per project; older generations are dropped', async () => {
+  // The cheap path (true: none seen before) and the exact one (which were) agree on every case.
+  const recorders = {
+    recordNewEvents: (client: pg.PoolClient, g: number, projects: number[], uuids: string[]) => recordNewEvents(client, g, projects, uuids),
+    recordEvents: async (client: pg.PoolClient, g: number, projects: number[], uuids: string[]) =>
+      (await recordEvents(client, g, projects, uuids)).size === 0,
+  };
+  it.each(Object.entries(recorders))('dedup (%s) - a uuid is a duplicate in its generation and the next, per project', async (name, record) => {
     const windowMs = 1_000;
     const dedup = new DedupGenerations(windowMs);
-    const g = dedup.current(10_000_000);
-    await dedup.ensure(pool, g);
-    await dedup.ensure(pool, g + 1);
-    await dedup.ensure(pool, g + 2);
+    const g = dedup.current(name === 'recordEvents' ? 10_000_000 : 20_000_000);
+    for (const k of [0, 1, 2]) await dedup.ensure(pool, g + k);
     const u = '0190a7a0-0000-7000-8000-00000000abcd';
-    const fresh = async (generation: number, project = 1) => {
+    const fresh = async (generation: number, project = 1, uuids = [u]) => {
       const client = await pool.connect();
       try {
-        return (await recordEvents(client, generation, [project], [u])).size === 0;
+        return await record(client, generation, uuids.map(() => project), uuids);
       } finally {
         client.release();
       }
@@ -89,8 +93,26 @@ describe('positions and dedup', () => {
     expect(await fresh(g)).toBe(false);
     expect(await fresh(g, 2)).toBe(true);
     expect(await fresh(g + 1)).toBe(false);
+    // One seen before among new ones: the whole batch is not "fresh".
+    expect(await fresh(g + 1, 1, ['0190a7a0-0000-7000-8000-00000000ab01', u.toUpperCase()])).toBe(false);
     // Two generations on, the first copy is out of the window.
     expect(await fresh(g + 2, 2)).toBe(true);
+  });
+
+  it('dedup - the exact path names the duplicates of a batch; expired generations are dropped whole', async () => {
+    const windowMs = 1_000;
+    const dedup = new DedupGenerations(windowMs);
+    const g = dedup.current(10_000_000);
+    const seen = '0190a7a0-0000-7000-8000-0000000000f1';
+    const fresh = '0190a7a0-0000-7000-8000-0000000000f2';
+    for (const k of [0, 1]) await dedup.ensure(pool, g + k);
+    const client = await pool.connect();
+    try {
+      await recordEvents(client, g, [7], [seen]);
+      expect([...(await recordEvents(client, g + 1, [7, 7, 8], [fresh, seen.toUpperCase(), seen]))]).toEqual([`7:${seen}`]);
+    } finally {
+      client.release();
+    }
     const dropped = await dedup.maintain(pool, (g + 3) * windowMs);
     expect(dropped).toEqual(expect.arrayContaining([g, g + 1]));
     const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_class WHERE relname = 'event_dedup_${g}'`);

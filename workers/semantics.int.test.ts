@@ -397,6 +397,22 @@ describe('worker semantics', () => {
     expect((await personOf(p, 'hot-user'))?.properties).toEqual({ last: 29 });
   });
 
+  it('person cache - a person changed or merged away by another writer is read again, never served stale', async () => {
+    const p = nextProject++;
+    await run([capture(p, 'seen', 'cache-a'), capture(p, 'seen', 'cache-b')]);
+    const a = (await personOf(p, 'cache-a'))!;
+    const b = (await personOf(p, 'cache-b'))!;
+    // What another worker could do meanwhile: change a's person, merge b's person into it.
+    await db.query(`UPDATE persons SET properties = '{"plan":"team"}', version = version + 1 WHERE uuid = $1`, [a.uuid]);
+    await db.query('UPDATE person_distinct_ids SET person_uuid = $1 WHERE person_uuid = $2', [a.uuid, b.uuid]);
+    await db.query('DELETE FROM persons WHERE uuid = $1', [b.uuid]);
+    const identify = capture(p, '$identify', 'cache-a', { $set_once: { plan: 'free', first: 1 } });
+    const after = capture(p, 'after', 'cache-b');
+    const out = await run([identify, after]);
+    expect((await personOf(p, 'cache-a'))?.properties).toEqual({ plan: 'team', first: 1 });
+    expect([out.get(identify.uuid)?.person_id, out.get(after.uuid)?.person_id]).toEqual([a.uuid, a.uuid]);
+  });
+
   it('text PostgreSQL cannot store (NUL, lone surrogates) is kept as U+FFFD and never blocks the shard', async () => {
     const p = nextProject++;
     const id = 'nul\u0000user';
