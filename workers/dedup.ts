@@ -65,7 +65,7 @@ export function dedupKey(projectId: number, uuid: string): string {
 /**
  * The common case, cheapest: records the batch's (project, uuid) pairs (already unique; uuids
  * checked by isUuid) and returns true when none was seen before. False means some were: the
- * caller rolls the transaction back and uses recordEvents, which says which. Runs inside the
+ * caller rolls the insert back and uses recordEvents, which says which. Runs inside the
  * batch transaction, so a batch that rolls back leaves no trace.
  */
 export async function recordNewEvents(client: pg.ClientBase, generation: number, projectIds: number[], uuids: string[]): Promise<boolean> {

@@ -99,7 +99,7 @@ export function createWorkerMetrics() {
     ownedShards: new Gauge({ name: 'spate_worker_owned_shards', help: 'Shards whose lease this worker holds', registers: r }),
     batchRetries: new Counter({
       name: 'spate_worker_batch_retries_total',
-      help: 'Batches redone, by reason (conflict: another writer changed a person; unavailable: Postgres or NATS down; duplicates: events seen before, redone on the dedup path that says which; error)',
+      help: 'Batches redone, by reason (conflict: another writer changed a person; unavailable: Postgres or NATS down; error)',
       labelNames: ['reason'],
       registers: r,
     }),

@@ -56,11 +56,6 @@ class StoppedError extends Error {
   override name = 'StoppedError';
 }
 
-/** The cheap dedup path found duplicates in the batch: redo it (nothing was published) with the exact one. */
-class DuplicatesSeenError extends Error {
-  override name = 'DuplicatesSeenError';
-}
-
 /** A message is in the stream that the shard's consumer never delivered: open a new one. */
 class FeedStalledError extends Error {
   override name = 'FeedStalledError';
@@ -85,7 +80,7 @@ export class PartitionProcessor {
   /** Room each pull keeps for one message; grows when a bigger one is found stuck. */
   private messageMaxBytes = EXPECTED_MESSAGE_BYTES;
   private lastProbeAt = 0;
-  /** The last batch had duplicates: use the dedup query that says which, not the cheap one. */
+  /** The last batch had duplicates: go straight to the dedup query that says which, not the cheap one. */
   private duplicatesLikely = false;
   private untrack: (() => void) | undefined;
 
@@ -249,13 +244,6 @@ export class PartitionProcessor {
         return;
       } catch (err) {
         if (err instanceof OwnershipLostError || err instanceof PositionMovedError) throw err;
-        if (err instanceof DuplicatesSeenError) {
-          // Not a failure: the same attempt again on the exact dedup path (a stop now still lets it commit).
-          this.ctx.metrics.batchRetries.inc({ reason: 'duplicates' });
-          this.log.debug({ first: messages[0]!.seq, last: end }, err.message);
-          attempt--;
-          continue;
-        }
         const conflict = err instanceof PersonConflictError || isConflictDbError(err);
         const reason = conflict ? 'conflict' : isTransientDbError(err) || isNatsUnavailable(err) ? 'unavailable' : 'error';
         this.ctx.metrics.batchRetries.inc({ reason });
@@ -319,13 +307,17 @@ export class PartitionProcessor {
       const projectIds = unique.map((e) => e.projectId);
       const uuids = unique.map((e) => e.event.uuid);
       let seenBefore = new Set<string>();
+      if (!this.duplicatesLikely && !(await recordNewEvents(client, generation, projectIds, uuids))) {
+        // Some were seen before: undo the insert (only the position lock precedes it) and ask which.
+        await client.query('ROLLBACK');
+        await client.query('BEGIN');
+        await lockPosition(client, this.streamName, this.shard, this.fence, this.position);
+        this.duplicatesLikely = true;
+      }
       if (this.duplicatesLikely) {
         seenBefore = await recordEvents(client, generation, projectIds, uuids);
         // Back to the cheap path once a batch has none.
         this.duplicatesLikely = seenBefore.size > 0;
-      } else if (!(await recordNewEvents(client, generation, projectIds, uuids))) {
-        this.duplicatesLikely = true;
-        throw new DuplicatesSeenError('the batch holds events seen before: finding which');
       }
       const events = parsed.events.filter((e) => !seenBefore.has(e.key) && firstSeen.get(e.key) === e);
     phase('dedup');
