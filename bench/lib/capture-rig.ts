@@ -66,7 +66,7 @@ export async function startCaptureRig(dir: string, o: { quietMaxS: number; signa
     let baseline = await startBaseline(nats.url); // after the ingest node created the streams
     started.push({ stop: () => baseline.stop() });
 
-    const cpuOf = () => [ingest.pid, trivial.pid, baseline.pid, nats.pid].reduce((sum: number, pid) => sum + (pid === undefined ? 0 : safeCpuSeconds(pid)), 0);
+    const cpuOf = () => cpuSeconds(ingest.pid, trivial.pid, baseline.pid, nats.pid);
     return {
       natsUrl: nats.url,
       captureUrl,
@@ -97,13 +97,5 @@ export async function startCaptureRig(dir: string, o: { quietMaxS: number; signa
   } catch (err) {
     await stop();
     throw err;
-  }
-}
-
-function safeCpuSeconds(pid: number): number {
-  try {
-    return cpuSeconds(pid);
-  } catch {
-    return 0; // exited
   }
 }

@@ -3,12 +3,11 @@
 // and capture answers only after JetStream acknowledged; no PostHog SDK pipelines).
 //
 // Only 2xx answers count: throughput, MB/s and the latency percentiles are of 2xx answers (a
-// 503 is answered fast and would flatter the percentiles). A 503 with Retry-After is the ingest
+// 503 is answered fast and would flatter the percentiles). A 503 `overloaded` is the ingest
 // node's in-flight budget refusing a body it has no room for, by design (16 clients × 20 MB);
-// it is counted as `busy`, apart from real failures (`errors`).
+// it is counted as `busy`, apart from real failures (`errors`, any other 503 included).
 import autocannon from 'autocannon';
-import hdr from 'hdr-histogram-js';
-import { isBusy } from './paced-load.js';
+import { isBusy, microseconds, percentileMs } from './paced-load.js';
 
 export interface LoadOptions {
   url: string;
@@ -33,14 +32,14 @@ export interface LoadResult {
   p90: number;
   p99: number;
   p999: number;
-  /** 503 with Retry-After: refused for lack of room, by design. */
+  /** 503 `overloaded`: refused for lack of room in the in-flight budget, by design (isBusy). */
   busy: number;
   /** Everything else that was not 2xx: other statuses, connection errors, timeouts. */
   errors: number;
 }
 
 export async function runLoad(o: LoadOptions): Promise<LoadResult> {
-  const latency = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: 3 }); // µs
+  const latency = microseconds();
   let busy = 0;
   let stop: () => void = () => undefined;
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
@@ -57,8 +56,8 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
         // Method, body and headers come from the defaults above; this only sees each answer.
         requests: [
           {
-            onResponse: (status, _body, _context, headers) => {
-              if (isBusy(status, headers ?? {})) busy++;
+            onResponse: (status, body) => {
+              if (isBusy(status, body)) busy++;
             },
           },
         ],
@@ -75,7 +74,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   const ok = result['2xx'];
   const seconds = Math.max(0.001, result.duration);
   const bodyBytes = Buffer.byteLength(o.body);
-  const ms = (p: number) => (latency.totalCount > 0 ? latency.getValueAtPercentile(p) / 1000 : Number.NaN);
+  const ms = (p: number) => percentileMs(latency, p);
   return {
     requests: result.requests.total,
     ok,

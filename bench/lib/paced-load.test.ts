@@ -13,7 +13,9 @@ beforeAll(async () => {
     arrivals.push(performance.now());
     req.resume();
     req.on('end', () => {
-      if (req.url === '/busy') res.writeHead(503, { 'Retry-After': '1' }).end('{}');
+      // What the ingest node answers when its in-flight budget is full, and when a publish failed.
+      if (req.url === '/busy') res.writeHead(503, { 'Retry-After': '1' }).end('{"type":"server_error","code":"overloaded","detail":"x","attr":null}');
+      else if (req.url === '/unavailable') res.writeHead(503, { 'Retry-After': '1' }).end('{"type":"server_error","code":"unavailable","detail":"x","attr":null}');
       else if (req.url === '/broken') res.writeHead(500).end('{}');
       else res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":1}');
     });
@@ -48,12 +50,14 @@ describe('bench paced load', () => {
     expect(Math.max(...arrivals) - started).toBeGreaterThan(400);
   });
 
-  it('paced load - counts 503 with Retry-After as busy, apart from errors, and keeps both out of the latency', async () => {
+  it('paced load - counts 503 overloaded as busy, apart from errors (any other 503 too), and keeps both out of the latency', async () => {
     const busy = await runPaced({ url, path: '/busy', body: '{}', ratePerSec: 50, durationS: 0.2, connections: 2 });
     expect(busy).toMatchObject({ sent: 10, ok: 0, busy: 10, errors: 0 });
     expect(busy.p50).toBeNaN();
     const broken = await runPaced({ url, path: '/broken', body: '{}', ratePerSec: 50, durationS: 0.2, connections: 2 });
     expect(broken).toMatchObject({ sent: 10, ok: 0, busy: 0, errors: 10 });
+    const unavailable = await runPaced({ url, path: '/unavailable', body: '{}', ratePerSec: 50, durationS: 0.2, connections: 2 });
+    expect(unavailable).toMatchObject({ sent: 10, ok: 0, busy: 0, errors: 10 });
   });
 
   it('paced load - a warm-up is sent at the same rate but not counted', async () => {
@@ -63,7 +67,7 @@ describe('bench paced load', () => {
     expect(arrivals).toHaveLength(20);
   });
 
-  it('load - throughput counts only 2xx; 503 with Retry-After is busy, other statuses are errors', async () => {
+  it('load - throughput counts only 2xx; 503 overloaded is busy, other statuses are errors', async () => {
     const busy = await runLoad({ url: `${url}/busy`, body: '{}', eventsPerRequest: 1, connections: 2, durationS: 1 });
     expect(busy.ok).toBe(0);
     expect(busy.reqPerSec).toBe(0);

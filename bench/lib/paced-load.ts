@@ -30,7 +30,7 @@ export interface PacedResult {
   sent: number;
   /** Of those, answered 2xx (only these are in the latency percentiles). */
   ok: number;
-  /** Answered 503 with Retry-After: the server refusing work it has no room for, by design. */
+  /** Answered 503 `overloaded`: the server refusing work it has no room for, by design (isBusy). */
   busy: number;
   /** Anything else: other statuses, connection errors. */
   errors: number;
@@ -47,11 +47,20 @@ export interface PacedResult {
   sendLagMax: number;
 }
 
-const microseconds = () => hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: 3 });
+/** A latency histogram in microseconds (up to 10 minutes). */
+export const microseconds = () => hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: 3 });
 
-export function isBusy(status: number, headers: Record<string, string | string[] | undefined>): boolean {
-  if (status !== 503) return false;
-  return Object.keys(headers).some((name) => name.toLowerCase() === 'retry-after');
+/** A percentile of a microsecond histogram in milliseconds; NaN when it recorded nothing. */
+export function percentileMs(h: hdr.Histogram, p: number): number {
+  return h.totalCount > 0 ? h.getValueAtPercentile(p) / 1000 : Number.NaN;
+}
+
+/**
+ * The ingest node refusing a body its in-flight byte budget has no room for (503 `overloaded`,
+ * by design under 20 MB bodies); every other 503 (not ready, a failed publish) is an error.
+ */
+export function isBusy(status: number, body: string): boolean {
+  return status === 503 && body.includes('"overloaded"');
 }
 
 export async function runPaced(o: PacedOptions): Promise<PacedResult> {
@@ -75,12 +84,12 @@ export async function runPaced(o: PacedOptions): Promise<PacedResult> {
     const p = pool
       .request({ method: 'POST', path: o.path, body, headers: { 'content-type': 'application/json' } })
       .then(async (res) => {
-        await res.body.dump();
+        const text = res.statusCode === 503 ? await res.body.text() : (await res.body.dump(), '');
         if (!measured) return;
         if (res.statusCode >= 200 && res.statusCode < 300) {
           ok++;
           latency.recordValue(Math.max(1, Math.round((performance.now() - dueAt) * 1000)));
-        } else if (isBusy(res.statusCode, res.headers)) busy++;
+        } else if (isBusy(res.statusCode, text)) busy++;
         else errors++;
       })
       .catch(() => {
@@ -108,7 +117,7 @@ export async function runPaced(o: PacedOptions): Promise<PacedResult> {
   await Promise.all(inflight);
   const seconds = Math.max(0.001, (performance.now() - measureFrom) / 1000);
   await pool.close();
-  const ms = (h: hdr.Histogram, p: number) => (h.totalCount > 0 ? h.getValueAtPercentile(p) / 1000 : Number.NaN);
+  const ms = percentileMs;
   return {
     sent,
     ok,

@@ -59,10 +59,21 @@ export function startBaseline(natsUrl: string): Promise<BenchProcess & { url: st
   return startPortPrinter('baseline server', '../baseline/server', { NATS_URL: natsUrl });
 }
 
-/** CPU seconds (user + system) a process has used so far. */
-export function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100/s)
+/** CPU seconds (user + system) these processes have used so far; one that has ended counts 0. */
+export function cpuSeconds(...pids: (number | undefined)[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    if (pid === undefined) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // The command name may hold spaces and parentheses: fields start after the last ')'.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime in clock ticks (100/s)
+    } catch {
+      // ended: its time is no longer visible
+    }
+  }
+  return ticks / 100;
 }
 
 /** Resident memory of a process in bytes. */

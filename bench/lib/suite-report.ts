@@ -72,7 +72,7 @@ export function suiteTables(state: SuiteState): Table[] {
     title: `Capture into JetStream (median of ${state.runs} run${plural}, ${state.durationS}s each)`,
     note: note(
       stageNote(state, 'capture scenarios', measuredScenarios.length > 0),
-      'Only 2xx answers count (req/s, events/s, MB/s and latency): each acknowledged by JetStream before it was sent. "503 busy" are answers 503 with Retry-After — the ingest node refusing a body its in-flight byte budget has no room for, by design (16 clients × 20 MB) — and "errors" everything else that was not 2xx (both totals over the runs). ' +
+      'Only 2xx answers count (req/s, events/s, MB/s and latency): each acknowledged by JetStream before it was sent. "503 busy" are answers 503 `overloaded` — the ingest node refusing a body its in-flight byte budget has no room for, by design (16 clients × 20 MB) — and "errors" everything else that was not 2xx (both totals over the runs). ' +
         '"× baseline" compares events/s with the baseline server (node:http, JSON.parse, one awaited JetStream publish per event; bench/baseline) given the same requests; ' +
         '"× uWS" compares requests/s with a trivial uWS handler; "× JetStream" compares events/s with raw batched publishing of the same bytes.',
     ),

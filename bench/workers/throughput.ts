@@ -24,6 +24,7 @@ import pg from 'pg';
 import { NatsNode } from '../../deploy/local/nats-server.js';
 import { freePort } from '../../deploy/local/ports.js';
 import { PostgresServer } from '../../deploy/local/postgres.js';
+import { waitFor } from '../../deploy/local/wait.js';
 import {
   connectNats,
   ensureStreams,
@@ -36,6 +37,7 @@ import {
   type NatsConnection,
 } from '../../lib/index.js';
 import { personUuidFor } from '../../workers/index.js';
+import { cpuSeconds } from '../lib/processes.js';
 import type { Table } from '../lib/report.js';
 
 export interface WorkerThroughputOptions {
@@ -211,21 +213,6 @@ async function preloadPersons(databaseUrl: string, persons: number): Promise<voi
   }
 }
 
-/** CPU seconds (user + system) used so far by these processes (Linux /proc). */
-function cpuSeconds(pids: number[]): number {
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // the process ended: its time is no longer visible
-    }
-  }
-  return ticks / 100;
-}
-
 /** A process and all its children (the postmaster and its backends). */
 function withChildren(pid: number | undefined): number[] {
   if (pid === undefined) return [];
@@ -248,16 +235,6 @@ async function metricSum(url: string, name: string): Promise<number> {
   let sum = 0;
   for (const line of text.split('\n')) if (line.startsWith(name)) sum += Number(line.split(' ').pop());
   return sum;
-}
-
-async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: string, signal?: AbortSignal): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    signal?.throwIfAborted();
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 /** Times from publish to PROCESSED storage for the events of `sentAt`, read from the stream after `fromSeq`. */
@@ -353,12 +330,14 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     };
 
     o.log('worker started: draining the backlog…');
-    await waitUntil(async () => [...(await positions()).values()].some((p) => p > 0), 120_000, `the worker to start (${output.join('').slice(-1000)})`, o.signal);
+    await waitFor('the worker to start', async () => [...(await positions()).values()].some((p) => p > 0), 120_000, 100, o.signal).catch((err: Error) => {
+      throw new Error(`${err.message} (${output.join('').slice(-1000)})`, { cause: err });
+    });
     const t0 = performance.now();
     const n0 = await metricSum(statusUrl, 'spate_worker_events_processed_total');
     const pgPids = withChildren(postgres.pid);
-    const cpu0 = { worker: cpuSeconds([child.pid!]), postgres: cpuSeconds(pgPids), nats: cpuSeconds([nats.pid!]) };
-    await waitUntil(caughtUp, 30 * 60_000, 'the backlog to drain', o.signal);
+    const cpu0 = { worker: cpuSeconds(child.pid), postgres: cpuSeconds(...pgPids), nats: cpuSeconds(nats.pid) };
+    await waitFor('the backlog to drain', caughtUp, 30 * 60_000, 100, o.signal);
     const seconds = (performance.now() - t0) / 1000;
     if (process.env.BENCH_DEBUG) {
       const text = await fetch(`${statusUrl}/metrics`).then((r) => r.text());
@@ -367,9 +346,9 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     const drained = o.events - n0;
     const perEvent = (used: number) => Math.round((used / drained) * 1e6 * 10) / 10;
     const cpu = {
-      workerUsPerEvent: perEvent(cpuSeconds([child.pid!]) - cpu0.worker),
-      postgresUsPerEvent: perEvent(cpuSeconds(withChildren(postgres.pid)) - cpu0.postgres),
-      natsUsPerEvent: perEvent(cpuSeconds([nats.pid!]) - cpu0.nats),
+      workerUsPerEvent: perEvent(cpuSeconds(child.pid) - cpu0.worker),
+      postgresUsPerEvent: perEvent(cpuSeconds(...withChildren(postgres.pid)) - cpu0.postgres),
+      natsUsPerEvent: perEvent(cpuSeconds(nats.pid) - cpu0.nats),
     };
     const throughput = {
       events: drained,
@@ -399,7 +378,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
       const wait = started + (t + 1) * 100 - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     }
-    await waitUntil(caughtUp, 120_000, 'the latency phase to drain', o.signal);
+    await waitFor('the latency phase to drain', caughtUp, 120_000, 100, o.signal);
     if (process.env.BENCH_DEBUG) {
       const text = await fetch(`${statusUrl}/metrics`).then((r) => r.text());
       o.log(text.split('\n').filter((l) => /^spate_worker_(batch_duration_seconds_(sum|count)|batch_events_(sum|count)|batch_phase_seconds_sum|batch_retries)/.test(l)).join('\n'));
@@ -419,17 +398,16 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     };
 
     const { cpus, loadavg } = await import('node:os');
+    const { log: _log, signal: _signal, ...options } = o;
     const result: WorkerThroughputResult = {
       name: 'workers-throughput',
       at: new Date().toISOString(),
-      options: { ...o, log: undefined, signal: undefined } as unknown as Omit<WorkerThroughputOptions, 'log' | 'signal'>,
+      options,
       mix,
       throughput,
       latency,
       machine: { cpus: cpus().length, loadAverage: loadavg() },
     };
-    delete (result.options as Partial<WorkerThroughputOptions>).log;
-    delete (result.options as Partial<WorkerThroughputOptions>).signal;
     if (o.writeResults) {
       o.log(formatTable(result));
       const resultsDir = resultsDirectory();
