@@ -1,10 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/** Polls `check` until it returns true; throws (naming `what`) after `timeoutMs`. */
-export async function waitFor(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 20_000, everyMs = 50): Promise<void> {
+/** Polls `check` until it returns true; throws (naming `what`) after `timeoutMs`, or at once when `signal` aborts. */
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean> | boolean,
+  timeoutMs = 20_000,
+  everyMs = 50,
+  signal?: AbortSignal,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
+    signal?.throwIfAborted();
     try {
       if (await check()) return;
     } catch (err) {
