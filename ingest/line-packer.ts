@@ -48,9 +48,8 @@ export class LinePacker {
   private offset = 0;
   /** Per line: start byte in `buffer`, then byte length. */
   private spans: Int32Array = new Int32Array(64);
-  /** Per line, its event's uuid and the bytes of its request-dependent fields (only with a message id salt). */
+  /** Per line, its event's uuid (only with a message id salt). */
   private readonly uuids: string[] = [];
-  private readonly varying: number[] = [];
   count = 0;
 
   constructor(
@@ -64,6 +63,8 @@ export class LinePacker {
     capacityHint: number,
     /** Set: segments get ids from this salt (unique per project and stream), their shard and their uuids. */
     private readonly messageIdSalt?: string,
+    /** Bytes of every line's request-dependent fields (see VARYING_ALLOWANCE): the same for all events of a request. */
+    private readonly varyingBytes = 0,
   ) {
     this.buffer = this.allocate(Math.max(256, capacityHint));
   }
@@ -72,8 +73,7 @@ export class LinePacker {
     return this.transferable ? Buffer.allocUnsafeSlow(size) : Buffer.allocUnsafe(size);
   }
 
-  /** `varying`: bytes of the line's request-dependent fields (see VARYING_ALLOWANCE). */
-  add(distinctId: string, line: string, uuid: string, varying: number): void {
+  add(distinctId: string, line: string, uuid: string): void {
     // Room for the worst case (3 bytes per UTF-16 unit), then one write: Buffer#write (UTF-8) is
     // about 1.5× as fast as TextEncoder.encodeInto on event lines (measured 2026-11-24).
     if (this.offset + line.length * 3 > this.buffer.length) {
@@ -101,10 +101,7 @@ export class LinePacker {
     this.spans[2 * this.count] = this.offset;
     this.spans[2 * this.count + 1] = bytes;
     group.lines.push(this.count);
-    if (this.messageIdSalt !== undefined) {
-      this.uuids.push(uuid);
-      this.varying.push(varying);
-    }
+    if (this.messageIdSalt !== undefined) this.uuids.push(uuid);
     this.offset += bytes;
     this.count++;
   }
@@ -135,7 +132,7 @@ export class LinePacker {
         const line = group.lines[k]!;
         const from = this.spans[2 * line]!;
         const bytes = this.spans[2 * line + 1]!;
-        const lineStable = stableSplits ? bytes - this.varying[line]! + VARYING_ALLOWANCE : 0;
+        const lineStable = stableSplits ? bytes - this.varyingBytes + VARYING_ALLOWANCE : 0;
         // With stable splits the real size is checked too: only a line with unusually long varying
         // fields could trip it (its segment then depends on the request: workers still drop repeats).
         if (count > 0 && (out + bytes - start > this.maxMessageBytes || (stableSplits && stable + lineStable > this.maxMessageBytes))) {

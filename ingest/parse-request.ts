@@ -1,7 +1,7 @@
 // The pure core of capture: request bytes + facts about the request → events ready to publish
 // (NDJSON bytes grouped into per-shard segments), or a CaptureError. Runs in a piscina thread
 // for large bodies and inline for small ones; it touches no socket, no NATS, no clock.
-import type { CapturedEvent, ProjectRecord } from '../lib/index.js';
+import type { ProjectRecord } from '../lib/index.js';
 import { decodePayload } from './decode.js';
 import { CaptureError } from './errors.js';
 import { LinePacker, type PackedLines } from './line-packer.js';
@@ -46,9 +46,9 @@ export interface ParsedRequest extends PackedLines {
 
 const SENT_AT_MIN_MS = Date.UTC(2021, 0, 1);
 
-/** Bytes of a line that depend on the request rather than the event: `,"sent_at":"…"` and `,"ip":"…"`. */
-function varyingBytes(event: CapturedEvent): number {
-  return (event.sent_at === undefined ? 0 : event.sent_at.length + 13) + (event.ip === undefined ? 0 : event.ip.length + 8);
+/** Bytes of each line that depend on the request rather than the event: `,"sent_at":"…"` and `,"ip":"…"`. */
+function varyingBytes(ctx: EventContext): number {
+  return (ctx.sentAtIso === undefined ? 0 : ctx.sentAtIso.length + 13) + (ctx.ip === undefined ? 0 : ctx.ip.length + 8);
 }
 
 // Many requests share a millisecond: format `now` once per millisecond.
@@ -131,13 +131,21 @@ export function parseCaptureRequest(
   // Historical messages are never merged with other requests', so their ids can come from their
   // events (line-packer.ts): an importer or client sending a batch again stores nothing twice.
   const messageIdSalt = envelope.historical ? `historical.${project.projectId}` : undefined;
-  const packer = new LinePacker(limits.shardCount, limits.maxMessageBytes, !envelope.historical, options.transferable, capacityHint, messageIdSalt);
+  const packer = new LinePacker(
+    limits.shardCount,
+    limits.maxMessageBytes,
+    !envelope.historical,
+    options.transferable,
+    capacityHint,
+    messageIdSalt,
+    varyingBytes(ctx),
+  );
   for (let i = 0; i < envelope.count; i++) {
     const raw = eventAt(i);
     if (meta.route === 'engage' && raw.event === undefined) raw.event = '$identify';
     const result = normalizeEvent(raw, ctx);
     if (typeof result === 'string') dropped[result] = (dropped[result] ?? 0) + 1;
-    else packer.add(result.distinct_id, eventLine(result), result.uuid, varyingBytes(result));
+    else packer.add(result.distinct_id, eventLine(result), result.uuid);
   }
   return {
     token,
