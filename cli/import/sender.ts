@@ -66,13 +66,18 @@ function request(url: URL, body: Buffer, headers: Record<string, string>, timeou
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
+        clearTimeout(deadline);
         const retry = res.headers['retry-after'];
         resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), retryAfter: typeof retry === 'string' ? retry : null });
       });
       res.on('error', reject);
     });
-    req.setTimeout(timeoutMs, () => req.destroy(new RequestTimeout(`no answer within ${timeoutMs / 1000}s`)));
-    req.on('error', reject);
+    // A limit on the whole exchange (an answer trickling in slowly too), not on idle time.
+    const deadline = setTimeout(() => req.destroy(new RequestTimeout(`no answer within ${timeoutMs / 1000}s`)), timeoutMs);
+    req.on('error', (err) => {
+      clearTimeout(deadline);
+      reject(err);
+    });
     req.end(body);
   });
 }
