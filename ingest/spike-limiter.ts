@@ -6,9 +6,9 @@
 //
 // The bucket may go into debt: events are let through while any token is left and charged in
 // full, so a quiet id sending one large request (a batch flushed after a while offline) is not
-// diverted whole just because the request is bigger than what is left. The debt is floored at
-// −burst: however large one request was, its id is back on EVENTS within burst / rate (10 s by
-// default) once it slows down.
+// diverted whole just because the request is bigger than what is left. The debt is not floored:
+// the id stays diverted until the refill has paid for everything it sent, so its sustained rate
+// holds whatever the size of its requests.
 
 interface Bucket {
   tokens: number;

@@ -1,11 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { cleanStrings, hasHostileText } from './sanitize.js';
+import { cleanString, cleanStrings, hasHostileText } from './sanitize.js';
 
 describe('sanitize', () => {
   it('sanitize - NUL and lone surrogates anywhere become U+FFFD, keys included', () => {
     const dirty = { name: 'a\0b', list: ['x\ud800y', { 'k\0': '\udc00' }], ok: 'fine 🦔', n: 1, t: true, z: null };
     expect(cleanStrings(dirty)).toEqual({ name: 'a\ufffdb', list: ['x\ufffdy', { 'k\ufffd': '\ufffd' }], ok: 'fine 🦔', n: 1, t: true, z: null });
     expect(hasHostileText(JSON.stringify(cleanStrings(dirty)))).toBe(false);
+  });
+
+  it('sanitize - NUL characters in plain text (log lines) become U+FFFD so PostgreSQL can store it', () => {
+    expect(cleanString('a\u0000b')).toBe('a\uFFFDb');
+    expect(cleanString('plain ✓')).toBe('plain ✓');
   });
 
   it('sanitize - a "__proto__" key stays a key: it never becomes the prototype of the copy', () => {

@@ -6,12 +6,13 @@ import type { JsMsg } from '@nats-io/jetstream';
 import {
   BATCH_EXPORT_LOG_LEVELS,
   BATCH_EXPORT_RUN_STATUSES,
+  cleanString,
   parsePipelineSubject,
   PIPELINE_STREAMS,
   TERMINAL_RUN_STATUSES,
 } from '../../lib/index.js';
 import { inTransaction, type Pool } from '../db/pool.js';
-import { derivedId, isUuidText, parseLines, parseTimestamp, storable } from './lines.js';
+import { derivedId, isUuidText, parseLines, parseTimestamp } from './lines.js';
 import { insertSkippingBadRows } from './plugin-logs.js';
 import type { Sink } from './stream-ingester.js';
 
@@ -44,7 +45,7 @@ const MAX_INT = 2_147_483_647;
 
 const optionalCount = (v: unknown): number | null | undefined =>
   v === undefined || v === null ? null : typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_INT ? v : undefined;
-const optionalText = (v: unknown): string | null | undefined => (v === undefined || v === null ? null : typeof v === 'string' ? storable(v) : undefined);
+const optionalText = (v: unknown): string | null | undefined => (v === undefined || v === null ? null : typeof v === 'string' ? cleanString(v) : undefined);
 const optionalTime = (v: unknown): Date | null | undefined => (v === undefined || v === null ? null : parseTimestamp(v));
 
 export function parseRunMessage(msg: JsMsg): { rows: RunUpdateRow[]; invalid: number } {
@@ -221,8 +222,8 @@ export function parseBatchExportLogMessage(msg: JsMsg): { rows: BatchExportLogRo
       run_id: runId,
       timestamp,
       level,
-      message: storable(line.message),
-      instance_id: instance === null ? null : storable(instance),
+      message: cleanString(line.message),
+      instance_id: instance === null ? null : cleanString(instance),
     });
   });
   return { rows, invalid };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { derivedId, parseLines, storable } from './lines.js';
+import { derivedId, parseLines } from './lines.js';
 
 describe('stream lines', () => {
   it('lines - one bad line never spoils its neighbours', () => {
@@ -13,10 +13,5 @@ describe('stream lines', () => {
     expect(derivedId('PLUGIN_LOGS', 42, 3)).toBe(id);
     const others = new Set([derivedId('PLUGIN_LOGS', 42, 4), derivedId('PLUGIN_LOGS', 43, 3), derivedId('BATCH_EXPORT_LOGS', 42, 3), id]);
     expect(others.size).toBe(4);
-  });
-
-  it('lines - NUL characters become U+FFFD so PostgreSQL can store the text', () => {
-    expect(storable('a\u0000b')).toBe('a\uFFFDb');
-    expect(storable('plain ✓')).toBe('plain ✓');
   });
 });

@@ -20,11 +20,6 @@ export function parseLines(data: Uint8Array): Array<Record<string, unknown> | un
   return out;
 }
 
-/** PostgreSQL text cannot hold NUL; lone surrogates would be stored as U+FFFD anyway. */
-export function storable(text: string): string {
-  return text.replace(/\u0000/g, '\uFFFD');
-}
-
 export { parseTimestamp } from '../iso-time.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -1,9 +1,9 @@
 // Plugin log entries from workers: stream PLUGIN_LOGS, subject plugin_logs.<teamId>.<pluginConfigId>,
 // lines as PluginLogLine (lib/pipeline.ts) → table plugin_log_entries.
 import type { JsMsg } from '@nats-io/jetstream';
-import { parsePipelineSubject, PIPELINE_STREAMS, PLUGIN_LOG_SOURCES, PLUGIN_LOG_TYPES } from '../../lib/index.js';
+import { cleanString, parsePipelineSubject, PIPELINE_STREAMS, PLUGIN_LOG_SOURCES, PLUGIN_LOG_TYPES } from '../../lib/index.js';
 import { pgErrorCode, type Pool } from '../db/pool.js';
-import { derivedId, isUuidText, parseLines, parseTimestamp, storable } from './lines.js';
+import { derivedId, isUuidText, parseLines, parseTimestamp } from './lines.js';
 import type { Sink, SinkResult } from './stream-ingester.js';
 
 export interface PluginLogRow {
@@ -59,7 +59,7 @@ export function parsePluginLogMessage(msg: JsMsg): { rows: PluginLogRow[]; inval
       timestamp,
       source,
       type,
-      message: storable(line.message),
+      message: cleanString(line.message),
       instance_id: instance,
     });
   });

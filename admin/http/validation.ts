@@ -75,11 +75,10 @@ export function validate<T extends z.ZodType>(schema: T, data: unknown, attrPref
 
 // --- Field helpers shared by request schemas -------------------------------------------------
 
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 /** Why PostgreSQL cannot store `s` verbatim, if it cannot: NUL (neither text nor jsonb holds it) or a lone UTF-16 surrogate (no UTF-8 form; it would come back as U+FFFD). */
 function unstorableString(s: string): string | undefined {
   if (s.includes('\u0000')) return 'Null characters are not allowed.';
-  if (LONE_SURROGATE.test(s)) return 'Invalid Unicode: unpaired surrogate.';
+  if (!s.isWellFormed()) return 'Invalid Unicode: unpaired surrogate.';
   return undefined;
 }
 

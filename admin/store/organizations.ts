@@ -190,7 +190,6 @@ export async function updateOrganization(db: Queryable, id: string, fields: Orga
   await db.query(`update organizations set ${[...sets, 'updated_at = clock_timestamp()'].join(', ')} where id = $1`, values);
 }
 
-/** Deletes the organization and everything in it; returns the API tokens of its projects. */
 /**
  * Configs in other organizations' projects of plugins this organization owns (a global plugin,
  * or one that was global). Deleting the organization would delete them with its plugins.
@@ -208,6 +207,7 @@ export async function pluginConfigsElsewhere(db: Queryable, id: string): Promise
   return rows[0]!.n;
 }
 
+/** Deletes the organization and everything in it; returns the API tokens of its projects. */
 export async function deleteOrganization(db: Queryable, id: string): Promise<string[]> {
   const { rows } = await db.query<{ api_token: string }>('delete from projects where organization_id = $1 returning api_token', [id]);
   await db.query('delete from organizations where id = $1', [id]);
