@@ -11,7 +11,7 @@ import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { HEADER_EVENT_COUNT, STREAMS, shardFilter, type Logger, type StreamKind } from '../lib/index.js';
 import { packOutputs, parseMessages, processedLine, type OutputLine, type SourceMessage } from './batch-codec.js';
-import { isConflictDbError, isTransientDbError } from './db.js';
+import { beginBatch, isConflictDbError, isTransientDbError } from './db.js';
 import { recordEvents, recordNewEvents, type DedupGenerations } from './dedup.js';
 import type { GroupTypeRegistry } from './group-types.js';
 import type { GroupWriter } from './group-writer.js';
@@ -297,9 +297,9 @@ export class PartitionProcessor {
       // The end must be durable before anything of the batch is published. Under load it was
       // planned by the previous batch's commit; otherwise it is written now, ahead of the transaction.
       if (!planned) await planBatch(client, this.streamName, this.shard, this.fence, this.position, messages[0]!.seq, end);
-      await client.query('BEGIN');
+      await beginBatch(client);
       await lockPosition(client, this.streamName, this.shard, this.fence, this.position);
-    phase('lock');
+      phase('lock');
 
       const firstSeen = new Map<string, (typeof parsed.events)[number]>();
       for (const e of parsed.events) if (!firstSeen.has(e.key)) firstSeen.set(e.key, e);
@@ -310,7 +310,7 @@ export class PartitionProcessor {
       if (!this.duplicatesLikely && !(await recordNewEvents(client, generation, projectIds, uuids))) {
         // Some were seen before: undo the insert (only the position lock precedes it) and ask which.
         await client.query('ROLLBACK');
-        await client.query('BEGIN');
+        await beginBatch(client);
         await lockPosition(client, this.streamName, this.shard, this.fence, this.position);
         this.duplicatesLikely = true;
       }
@@ -320,17 +320,17 @@ export class PartitionProcessor {
         this.duplicatesLikely = seenBefore.size > 0;
       }
       const events = parsed.events.filter((e) => !seenBefore.has(e.key) && firstSeen.get(e.key) === e);
-    phase('dedup');
+      phase('dedup');
       const duplicates = parsed.events.length - events.length;
 
       const keys: [number, string][] = [];
       for (const e of events) for (const id of distinctIdsToLoad(e)) keys.push([e.projectId, id]);
       const loaded = await loadPersons(client, keys, cache);
-    phase('load');
+      phase('load');
       const workspace = new PersonWorkspace(loaded.lookups, loaded.persons);
       const result = processEvents(events, workspace, (p, t) => groupTypes.indexOf(p, t));
       const writes = workspace.writes();
-    phase('compute');
+      phase('compute');
       const expected = new Map<string, number>();
       for (const u of writes.updates) expected.set(u.state.uuid, u.expectedVersion);
       for (const d of writes.deletes) expected.set(d.uuid, d.expectedVersion);
@@ -344,7 +344,7 @@ export class PartitionProcessor {
         position: end,
         nextPlannedEnd,
       });
-    phase('write');
+      phase('write');
 
       const lines: OutputLine[][] = sources.map(() => []);
       events.forEach((e, i) => {
@@ -366,13 +366,13 @@ export class PartitionProcessor {
         groupsWritten,
       ]);
       const published = Date.now();
-    phase('publish');
+      phase('publish');
       const duplicated = acks.filter((a) => a.duplicate).length;
       if (duplicated > 0) metrics.publishDuplicates.inc(duplicated);
       await this.ctx.faults?.afterPublish?.({ stream: this.streamName, shard: this.shard, first: sources[0]!.seq, last: end });
       if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before commit');
       await client.query('COMMIT');
-    phase('commit');
+      phase('commit');
       committed = { writes, result, warnings, duplicates, loaded, published, nextPlannedEnd };
     } catch (err) {
       broken = isTransientDbError(err);
