@@ -38,6 +38,11 @@ export const workerConfigDefinition = {
     envDuration('1h'),
     'an event uuid seen again within this window (up to twice it) is dropped as a duplicate',
   ),
+  warningRetention: setting(
+    'WORKER_WARNING_RETENTION',
+    envDuration('30d'),
+    'ingestion warnings older than this are deleted (checked at least every minute; 0 keeps them all)',
+  ),
   personCacheSize: setting('WORKER_PERSON_CACHE_SIZE', envInt(200_000, 0), 'persons kept in memory (validated against Postgres every batch)'),
   dbPoolSize: setting('WORKER_DB_POOL_SIZE', envInt(20, 2), 'PostgreSQL connections of this worker for batches (two more write groups)'),
 };

@@ -21,6 +21,7 @@ import { migrateWorkerSchema } from './migrate.js';
 import { PersonCache } from './person-cache.js';
 import { errorText, PartitionProcessor, type PartitionContext, type WorkerFaults } from './partition-processor.js';
 import { openWorkersBucket, ShardCoordinator } from './shard-coordinator.js';
+import { pruneWarnings } from './warnings.js';
 
 export { loadWorkerConfig, workerConfigDefinition, workerHelp, type WorkerConfig } from './config.js';
 export { WORKERS_BUCKET } from './shard-coordinator.js';
@@ -107,6 +108,10 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       dedup.maintain(pool).then(
         (dropped) => dropped.length > 0 && logger.info({ dropped }, 'expired dedup generations dropped'),
         (err: unknown) => logger.warn({ err: errorText(err) }, 'dedup maintenance failed'),
+      );
+      pruneWarnings(pool, config.warningRetention).then(
+        (deleted) => deleted > 0 && logger.info({ deleted }, 'expired ingestion warnings deleted'),
+        (err: unknown) => logger.warn({ err: errorText(err) }, 'ingestion warning pruning failed'),
       );
     }, Math.min(60_000, Math.max(1_000, Math.floor(config.dedupWindow / 4))));
     maintenance.unref();
