@@ -41,10 +41,10 @@ afterAll(async () => {
 });
 
 /**
- * Runs `work` in a batch transaction and returns how many sequential scans it made of each table; `check`
- * runs after they are counted, before the transaction is rolled back.
+ * Runs `work` in a batch transaction and returns how many rows it read of each table (by scans
+ * and through indexes); `check` runs after they are counted, before the transaction is rolled back.
  */
-async function seqScansDuring(
+async function rowsReadDuring(
   tables: string[],
   work: (client: pg.PoolClient) => Promise<void>,
   check?: (client: pg.PoolClient) => Promise<void>,
@@ -53,11 +53,11 @@ async function seqScansDuring(
   // This session's counts not yet reported (pg_stat_xact_*, so other sessions cannot disturb them);
   // they may include earlier transactions of the session, hence before and after.
   const counts = async () => {
-    const { rows } = await client.query<{ relname: string; seq_scan: string }>(
-      'SELECT relname, seq_scan FROM pg_stat_xact_user_tables WHERE relname = ANY($1)',
+    const { rows } = await client.query<{ relname: string; n: string }>(
+      'SELECT relname, seq_tup_read + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_xact_user_tables WHERE relname = ANY($1)',
       [tables],
     );
-    return Object.fromEntries(tables.map((t) => [t, Number(rows.find((r) => r.relname === t)?.seq_scan ?? 0)]));
+    return Object.fromEntries(tables.map((t) => [t, Number(rows.find((r) => r.relname === t)?.n ?? 0)]));
   };
   try {
     await beginBatch(client);
@@ -73,7 +73,7 @@ async function seqScansDuring(
 }
 
 describe('per-batch queries on large tables', () => {
-  it('loadPersons - validates 2,000 cached persons and finds 500 uncached ones through the indexes, not by scanning 50k persons', async () => {
+  it('loadPersons - validates 2,000 cached persons and finds 500 uncached ones reading only their rows, not 50k', async () => {
     const cache = new PersonCache(10_000);
     // Warm the cache the way batches do: a first load of persons 1..2000.
     const warm = Array.from({ length: 2_000 }, (_, i) => [PROJECT, `user-${i + 1}`] as const);
@@ -89,10 +89,13 @@ describe('per-batch queries on large tables', () => {
       [PROJECT, 'nobody'] as const,
     ];
     let loaded: Awaited<ReturnType<typeof loadPersons>> | undefined;
-    const scans = await seqScansDuring(['persons', 'person_distinct_ids'], async (client) => {
+    const read = await rowsReadDuring(['persons', 'person_distinct_ids'], async (client) => {
       loaded = await loadPersons(client, keys, cache);
     });
-    expect(scans).toEqual({ persons: 0, person_distinct_ids: 0 });
+    // 2,000 cached persons checked and 500 found (of 50k): each row read once, give or take.
+    expect(read.persons).toBeGreaterThanOrEqual(2_500);
+    expect(read.persons).toBeLessThan(3_000);
+    expect(read.person_distinct_ids).toBeLessThan(1_000);
     expect(loaded!.cacheHits).toBe(2_000);
     expect(loaded!.cacheMisses).toBe(501);
     expect(loaded!.lookups.get(distinctIdKey(PROJECT, 'user-10500'))).toBeDefined();
@@ -101,7 +104,7 @@ describe('per-batch queries on large tables', () => {
     expect(changed).toMatchObject({ version: 2, properties: { changed: true } });
   });
 
-  it('lockPersons and writeBatch - 1,000 updates, 300 merges and 500 new distinct ids touch only their rows', async () => {
+  it('lockPersons and writeBatch - 1,000 updates, 300 merges and 500 new distinct ids read only their rows', async () => {
     const uuidOf = async (n: number) => (await pool.query<{ u: string }>(`SELECT md5('p' || $1::int)::uuid AS u`, [n])).rows[0]!.u;
     const updates = await Promise.all(Array.from({ length: 1_000 }, (_, i) => uuidOf(20_001 + i)));
     const merged = await Promise.all(Array.from({ length: 300 }, (_, i) => uuidOf(30_001 + i)));
@@ -120,7 +123,7 @@ describe('per-batch queries on large tables', () => {
       deleted: [],
     };
     const expected = new Map([...updates, ...merged].map((uuid) => [uuid, 1]));
-    const scans = await seqScansDuring(['persons', 'person_distinct_ids'], async (client) => {
+    const read = await rowsReadDuring(['persons', 'person_distinct_ids'], async (client) => {
       await lockPersons(client, expected);
       await writeBatch(client, writes, [], { stream: 'EVENTS', shard: 3, fence, position: 10 });
     }, async (client) => {
@@ -131,10 +134,12 @@ describe('per-batch queries on large tables', () => {
       // Each updated person keeps its own id, 300 gain a merged person's, 500 gain a new one.
       expect(Number(rows[0]!.n)).toBe(1_000 + 300 + 500);
     });
-    expect(scans).toEqual({ persons: 0, person_distinct_ids: 0 });
+    // 1,300 persons locked, then 1,000 updated and 300 deleted; 300 distinct ids moved (of 50k each).
+    expect(read.persons).toBeLessThan(4_000);
+    expect(read.person_distinct_ids).toBeLessThan(1_000);
   });
 
-  it('dedup - a batch checks the previous generation by index, not by scanning it', async () => {
+  it('dedup - a batch checks the previous generation (200k rows) by index, reading none of it', async () => {
     const dedup = new DedupGenerations(60_000);
     const generation = dedup.current();
     await dedup.ensure(pool, generation - 1);
@@ -146,10 +151,10 @@ describe('per-batch queries on large tables', () => {
     const uuids = Array.from({ length: 2_000 }, () => uuidv7());
     const projects = uuids.map(() => PROJECT);
     const previous = `event_dedup_${generation - 1}`;
-    const cheap = await seqScansDuring([previous], async (client) => {
+    const cheap = await rowsReadDuring([previous], async (client) => {
       expect(await recordNewEvents(client, generation, projects, uuids)).toBe(true);
     });
-    const exact = await seqScansDuring([previous], async (client) => {
+    const exact = await rowsReadDuring([previous], async (client) => {
       expect((await recordEvents(client, generation, projects, uuids)).size).toBe(0);
     });
     expect({ cheap, exact }).toEqual({ cheap: { [previous]: 0 }, exact: { [previous]: 0 } });
