@@ -104,15 +104,19 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     cleanups.push(() => groupPool.end());
     const dedup = new DedupGenerations(config.dedupWindow);
     await dedup.maintain(pool);
+    let pruning: Promise<unknown> | undefined;
     const maintenance = setInterval(() => {
       dedup.maintain(pool).then(
         (dropped) => dropped.length > 0 && logger.info({ dropped }, 'expired dedup generations dropped'),
         (err: unknown) => logger.warn({ err: errorText(err) }, 'dedup maintenance failed'),
       );
-      pruneWarnings(pool, config.warningRetention).then(
-        (deleted) => deleted > 0 && logger.info({ deleted }, 'expired ingestion warnings deleted'),
-        (err: unknown) => logger.warn({ err: errorText(err) }, 'ingestion warning pruning failed'),
-      );
+      // One run at a time: a large backlog is worked off over several ticks.
+      pruning ??= pruneWarnings(pool, config.warningRetention)
+        .then(
+          (deleted) => deleted > 0 && logger.info({ deleted }, 'expired ingestion warnings deleted'),
+          (err: unknown) => logger.warn({ err: errorText(err) }, 'ingestion warning pruning failed'),
+        )
+        .finally(() => (pruning = undefined));
     }, Math.min(60_000, Math.max(1_000, Math.floor(config.dedupWindow / 4))));
     maintenance.unref();
     cleanups.push(() => Promise.resolve(clearInterval(maintenance)));

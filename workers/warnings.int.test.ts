@@ -34,14 +34,17 @@ async function remaining(): Promise<Record<string, number>> {
 }
 
 describe('ingestion warning retention', () => {
-  it('pruneWarnings - deletes every warning older than the retention (25k: several statements), keeps the newer ones; 0 keeps all', async () => {
+  it('pruneWarnings - deletes warnings older than the retention, oldest first, a chunk per statement and a bounded number per call; keeps newer ones; 0 keeps all', async () => {
     await addWarnings(25_000, 31, 'expired');
     await addWarnings(3, 29, 'kept');
     expect(await pruneWarnings(pool, 0)).toBe(0);
     expect(await remaining()).toEqual({ expired: 25_000, kept: 3 });
-    // Two workers prune at once: each row goes once, and both finish.
+    // At most 10 statements of 1,000 rows: a call never runs away with a large backlog.
+    expect(await pruneWarnings(pool, 30 * DAY, 1_000, 10)).toBe(10_000);
+    // Two workers prune at once: each row goes once, and together they finish.
     const [a, b] = await Promise.all([pruneWarnings(pool, 30 * DAY), pruneWarnings(pool, 30 * DAY)]);
-    expect(a + b).toBe(25_000);
+    expect(a + b).toBe(15_000);
     expect(await remaining()).toEqual({ kept: 3 });
+    expect(await pruneWarnings(pool, 30 * DAY)).toBe(0);
   });
 });

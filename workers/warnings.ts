@@ -17,26 +17,29 @@ export const WARNING_TYPES = [
 
 export type WarningType = (typeof WARNING_TYPES)[number];
 
-/** Rows deleted per statement: each delete stays short, so it never holds up batches for long. */
-const PRUNE_CHUNK = 10_000;
-
 /**
- * Deletes warnings older than `retentionMs` (0: keep them all) and returns how many. One bad
- * client can cause a warning per event, so without this the table grows with every one of them.
- * Workers run it side by side: both pick the same oldest rows (a total order), one deletes them
- * and the other finds none and stops; the winner goes on to the end.
+ * Deletes warnings older than `retentionMs` (0: keep them all), oldest first, `chunkRows` per
+ * statement (short transactions, little WAL and vacuum work at a time) and at most `maxChunks`
+ * statements per call (the next call goes on); returns how many. One bad client can cause a
+ * warning per event, so without this the table grows with every one of them.
+ * Ids follow insertion, so the oldest rows are found through the primary key: no index on time
+ * (building one would block a large table's inserts) and no scan of the table. Workers prune side
+ * by side: both pick the same oldest ids, one deletes them and the other finds none and stops.
  */
-export async function pruneWarnings(pool: pg.Pool, retentionMs: number, now = Date.now()): Promise<number> {
+export async function pruneWarnings(pool: pg.Pool, retentionMs: number, chunkRows = 10_000, maxChunks = 100): Promise<number> {
   if (retentionMs <= 0) return 0;
-  const cutoff = new Date(now - retentionMs);
   let deleted = 0;
-  for (;;) {
+  for (let chunk = 0; chunk < maxChunks; chunk++) {
+    // The database's clock, the one created_at was set by. ANY(ARRAY(…)): the ids are looked up
+    // one by one, where IN (…) may be planned as a hash over the whole table.
     const { rowCount } = await pool.query(
-      `DELETE FROM ingestion_warnings WHERE id IN (
-         SELECT id FROM ingestion_warnings WHERE created_at < $1 ORDER BY created_at, id LIMIT ${PRUNE_CHUNK})`,
-      [cutoff],
+      `DELETE FROM ingestion_warnings
+        WHERE id = ANY(ARRAY(SELECT id FROM ingestion_warnings ORDER BY id LIMIT $2))
+          AND created_at < now() - make_interval(secs => $1)`,
+      [retentionMs / 1000, chunkRows],
     );
     deleted += rowCount ?? 0;
-    if ((rowCount ?? 0) < PRUNE_CHUNK) return deleted;
+    if ((rowCount ?? 0) < chunkRows) break;
   }
+  return deleted;
 }
