@@ -25,7 +25,14 @@ export class DedupGenerations {
       // Workers start together: DDL on one partitioned table is serialised so CREATE IF NOT EXISTS cannot race.
       await client.query('SELECT pg_advisory_xact_lock($1)', [DEDUP_LOCK]);
       for (const g of [generation, generation + 1]) {
-        await client.query(`CREATE TABLE IF NOT EXISTS event_dedup_${g} PARTITION OF event_dedup FOR VALUES IN (${g})`);
+        // Created apart and then attached: CREATE TABLE … PARTITION OF locks the whole event_dedup
+        // table (every batch in flight, then every new batch, would wait); ATTACH takes a lock
+        // batches do not conflict with, and the CHECK spares it a scan.
+        await client.query(
+          `CREATE TABLE IF NOT EXISTS event_dedup_${g} (LIKE event_dedup INCLUDING ALL, CHECK (generation = ${g}))`,
+        );
+        const { rows } = await client.query('SELECT 1 FROM pg_inherits WHERE inhrelid = $1::regclass', [`event_dedup_${g}`]);
+        if (rows.length === 0) await client.query(`ALTER TABLE event_dedup ATTACH PARTITION event_dedup_${g} FOR VALUES IN (${g})`);
       }
       await client.query('COMMIT');
       this.known.add(generation).add(generation + 1);
@@ -37,19 +44,27 @@ export class DedupGenerations {
     }
   }
 
-  /** Ensures the current partitions and drops every generation older than the previous one. */
+  /**
+   * Ensures the current partitions and drops every generation older than the previous one. A
+   * generation is detached CONCURRENTLY first: a plain DROP locks the whole event_dedup table, so
+   * it waited for every batch in flight and every new batch of every worker waited behind it (a
+   * stall each window as long as the slowest batch). A detach cut short (lock timeout, crash) is
+   * finished on a later call, and a table left detached is dropped then too.
+   */
   async maintain(pool: pg.Pool, now = Date.now()): Promise<number[]> {
     const generation = this.current(now);
     await this.ensure(pool, generation);
-    const { rows } = await pool.query<{ name: string }>(
-      `SELECT c.relname AS name FROM pg_inherits i
-       JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
-       WHERE p.relname = 'event_dedup'`,
+    const { rows } = await pool.query<{ name: string; attached: boolean; pending: boolean }>(
+      `SELECT c.relname AS name, i.inhrelid IS NOT NULL AS attached, coalesce(i.inhdetachpending, false) AS pending
+         FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
+        WHERE c.relkind = 'r' AND c.relname ~ '^event_dedup_[0-9]+$' AND pg_table_is_visible(c.oid)`,
     );
     const dropped: number[] = [];
-    for (const { name } of rows) {
-      const g = Number(/^event_dedup_(\d+)$/.exec(name)?.[1]);
-      if (!Number.isInteger(g) || g >= generation - 1) continue;
+    for (const { name, attached, pending } of rows) {
+      const g = Number(name.slice('event_dedup_'.length));
+      if (g >= generation - 1) continue;
+      // Neither can run inside a transaction block: each is a statement of its own.
+      if (attached) await pool.query(`ALTER TABLE event_dedup DETACH PARTITION ${name} ${pending ? 'FINALIZE' : 'CONCURRENTLY'}`);
       await pool.query(`DROP TABLE IF EXISTS ${name}`);
       this.known.delete(g);
       dropped.push(g);

@@ -2,9 +2,9 @@
 import { readdirSync } from 'node:fs';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../lib/index.js';
+import { createLogger, uuidv7 } from '../lib/index.js';
 import { freshDatabase } from '../test/kit/index.js';
-import { createPool } from './db.js';
+import { beginBatch, createPool } from './db.js';
 import { DedupGenerations, recordEvents, recordNewEvents } from './dedup.js';
 import { migrateWorkerSchema } from './migrate.js';
 import { OwnershipLostError } from './person-store.js';
@@ -119,5 +119,42 @@ describe('positions and dedup', () => {
     expect(dropped).toEqual(expect.arrayContaining([g, g + 1]));
     const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_class WHERE relname = 'event_dedup_${g}'`);
     expect(rows[0]!.n).toBe(0);
+  });
+
+  it('dedup - window upkeep (next generation made, expired ones dropped) holds up no batch: one started meanwhile commits while an older one is open', async () => {
+    const windowMs = 1_000;
+    const dedup = new DedupGenerations(windowMs);
+    const g = dedup.current(20_000_000);
+    for (const k of [0, 1, 5]) await dedup.ensure(pool, g + k);
+    // A table an interrupted run detached but never dropped goes too.
+    await pool.query(`ALTER TABLE event_dedup DETACH PARTITION event_dedup_${g + 1}`);
+    const batch = async (client: pg.ClientBase, generation: number) => {
+      await beginBatch(client);
+      expect(await recordNewEvents(client, generation, [7], [uuidv7()])).toBe(true);
+    };
+    const inFlight = await pool.connect();
+    const other = await pool.connect();
+    try {
+      await batch(inFlight, g + 5);
+      let maintained = false;
+      const maintaining = dedup.maintain(pool, (g + 6) * windowMs).then((d) => ((maintained = true), d));
+      await new Promise((r) => setTimeout(r, 300));
+      const started = performance.now();
+      await batch(other, g + 5);
+      await other.query('COMMIT');
+      expect(performance.now() - started).toBeLessThan(1_000);
+      // The detach waits for the batch that was open before it, without holding up anyone else.
+      expect(maintained).toBe(false);
+      await inFlight.query('COMMIT');
+      expect(await maintaining).toEqual(expect.arrayContaining([g, g + 1, g + 2]));
+    } finally {
+      inFlight.release();
+      other.release();
+    }
+    const { rows } = await pool.query<{ name: string }>(`SELECT relname AS name FROM pg_class WHERE relname ~ '^event_dedup_[0-9]+$'`);
+    const left = rows.map((r) => Number(r.name.slice('event_dedup_'.length)));
+    // The previous generation, the current one and the next are kept; all older ones are gone.
+    expect(left.filter((x) => x >= g && x <= g + 4)).toEqual([]);
+    expect(left).toEqual(expect.arrayContaining([g + 5, g + 6, g + 7]));
   });
 });
