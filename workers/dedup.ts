@@ -16,15 +16,18 @@ export class DedupGenerations {
     return Math.floor(now / this.windowMs);
   }
 
-  /** Creates the partitions of `generation` and the next one unless this process made sure before. */
-  async ensure(pool: pg.Pool, generation: number): Promise<void> {
-    if (this.known.has(generation) && this.known.has(generation + 1)) return;
+  /**
+   * Creates the partitions of `generations` unless this process made sure before. Batches ask
+   * only for theirs, made a window ahead by maintain(), so they rarely take the DDL path.
+   */
+  async ensure(pool: pg.Pool, ...generations: number[]): Promise<void> {
+    if (generations.every((g) => this.known.has(g))) return;
     const client = await pool.connect();
     try {
       await client.query('BEGIN');
       // Workers start together: DDL on one partitioned table is serialised so CREATE IF NOT EXISTS cannot race.
       await client.query('SELECT pg_advisory_xact_lock($1)', [DEDUP_LOCK]);
-      for (const g of [generation, generation + 1]) {
+      for (const g of generations) {
         // Created apart and then attached: CREATE TABLE … PARTITION OF locks the whole event_dedup
         // table (every batch in flight, then every new batch, would wait); ATTACH takes a lock
         // batches do not conflict with, and the CHECK spares it a scan.
@@ -35,7 +38,7 @@ export class DedupGenerations {
         if (rows.length === 0) await client.query(`ALTER TABLE event_dedup ATTACH PARTITION event_dedup_${g} FOR VALUES IN (${g})`);
       }
       await client.query('COMMIT');
-      this.known.add(generation).add(generation + 1);
+      for (const g of generations) this.known.add(g);
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
@@ -45,7 +48,7 @@ export class DedupGenerations {
   }
 
   /**
-   * Ensures the current partitions and drops every generation older than the previous one. A
+   * Makes the current and the next generation and drops every one older than the previous. A
    * generation is detached CONCURRENTLY first: a plain DROP locks the whole event_dedup table, so
    * it waited for every batch in flight and every new batch of every worker waited behind it (a
    * stall each window as long as the slowest batch). A detach cut short (lock timeout, crash) is
@@ -53,7 +56,7 @@ export class DedupGenerations {
    */
   async maintain(pool: pg.Pool, now = Date.now()): Promise<number[]> {
     const generation = this.current(now);
-    await this.ensure(pool, generation);
+    await this.ensure(pool, generation, generation + 1);
     const { rows } = await pool.query<{ name: string; attached: boolean; pending: boolean }>(
       `SELECT c.relname AS name, i.inhrelid IS NOT NULL AS attached, coalesce(i.inhdetachpending, false) AS pending
          FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid

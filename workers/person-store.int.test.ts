@@ -143,7 +143,7 @@ describe('per-batch queries on large tables', () => {
   it('dedup - a batch checks the previous generation (200k rows) by index, reading none of it', async () => {
     const dedup = new DedupGenerations(60_000);
     const generation = dedup.current();
-    await dedup.ensure(pool, generation - 1);
+    await dedup.ensure(pool, generation - 1, generation);
     // Never vacuumed, so an index-only scan has to visit the table and shows in the rows read.
     await pool.query(`ALTER TABLE event_dedup_${generation - 1} SET (autovacuum_enabled = off)`);
     await pool.query(

@@ -81,7 +81,7 @@ describe('positions and dedup', () => {
     const windowMs = 1_000;
     const dedup = new DedupGenerations(windowMs);
     const g = dedup.current(name === 'recordEvents' ? 10_000_000 : 20_000_000);
-    for (const k of [0, 1, 2]) await dedup.ensure(pool, g + k);
+    await dedup.ensure(pool, g, g + 1, g + 2);
     const u = '0190a7a0-0000-7000-8000-00000000abcd';
     const fresh = async (generation: number, project = 1, uuids = [u]) => {
       const client = await pool.connect();
@@ -107,7 +107,7 @@ describe('positions and dedup', () => {
     const g = dedup.current(10_000_000);
     const seen = '0190a7a0-0000-7000-8000-0000000000f1';
     const fresh = '0190a7a0-0000-7000-8000-0000000000f2';
-    for (const k of [0, 1]) await dedup.ensure(pool, g + k);
+    await dedup.ensure(pool, g, g + 1);
     const client = await pool.connect();
     try {
       await recordEvents(client, g, [7], [seen]);
@@ -125,7 +125,7 @@ describe('positions and dedup', () => {
     const windowMs = 1_000;
     const dedup = new DedupGenerations(windowMs);
     const g = dedup.current(20_000_000);
-    for (const k of [0, 1, 5]) await dedup.ensure(pool, g + k);
+    await dedup.ensure(pool, g, g + 1, g + 5);
     // A table an interrupted run detached but never dropped goes too.
     await pool.query(`ALTER TABLE event_dedup DETACH PARTITION event_dedup_${g + 1}`);
     const batch = async (client: pg.ClientBase, generation: number) => {
@@ -146,7 +146,7 @@ describe('positions and dedup', () => {
       // The detach waits for the batch that was open before it, without holding up anyone else.
       expect(maintained).toBe(false);
       await inFlight.query('COMMIT');
-      expect(await maintaining).toEqual(expect.arrayContaining([g, g + 1, g + 2]));
+      expect(await maintaining).toEqual(expect.arrayContaining([g, g + 1]));
     } finally {
       inFlight.release();
       other.release();
