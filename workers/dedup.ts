@@ -3,7 +3,7 @@
 // current generation and also checks the previous one, so a duplicate is caught for at least one
 // window and at most two; expired generations are dropped whole (no DELETE, no vacuum).
 import type pg from 'pg';
-import { plainArrayLiteral } from './db.js';
+import { isTransientDbError, plainArrayLiteral } from './db.js';
 
 const DEDUP_LOCK = 7_370_617_465_002;
 
@@ -22,6 +22,16 @@ export class DedupGenerations {
    */
   async ensure(pool: pg.Pool, ...generations: number[]): Promise<void> {
     if (generations.every((g) => this.known.has(g))) return;
+    // Usually another worker made them already: a look at the catalog, no lock to wait for.
+    const { rows: attached } = await pool.query<{ name: string }>(
+      `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent = 'event_dedup'::regclass AND NOT i.inhdetachpending AND c.relname = ANY($1)`,
+      [generations.map((g) => `event_dedup_${g}`)],
+    );
+    if (attached.length === generations.length) {
+      for (const g of generations) this.known.add(g);
+      return;
+    }
     const client = await pool.connect();
     try {
       await client.query('BEGIN');
@@ -48,32 +58,64 @@ export class DedupGenerations {
   }
 
   /**
-   * Makes the current and the next generation and drops every one older than the previous. A
-   * generation is detached CONCURRENTLY first: a plain DROP locks the whole event_dedup table, so
-   * it waited for every batch in flight and every new batch of every worker waited behind it (a
-   * stall each window as long as the slowest batch). A detach cut short (lock timeout, crash) is
-   * finished on a later call, and a table left detached is dropped then too.
+   * Makes the current and the next generation and drops every one older than the previous.
+   * Expired generations are detached CONCURRENTLY first: a plain DROP locks the whole event_dedup
+   * table, so it waited for every batch in flight and every new batch of every worker waited
+   * behind it (a stall each window as long as the slowest batch). A detach still waits for the
+   * batches in flight, but holds up nobody. One worker drops at a time (the advisory lock that
+   * ensure() also takes, so neither waits on the other inside PostgreSQL); a detach cut short
+   * (lock timeout, crash) is finished first on a later call (only one may be pending), and a table
+   * left detached is dropped then too. A failed drop is reported, not thrown: the next call retries.
    */
-  async maintain(pool: pg.Pool, now = Date.now()): Promise<number[]> {
+  async maintain(pool: pg.Pool, now = Date.now()): Promise<DedupUpkeep> {
     const generation = this.current(now);
     await this.ensure(pool, generation, generation + 1);
-    const { rows } = await pool.query<{ name: string; attached: boolean; pending: boolean }>(
-      `SELECT c.relname AS name, i.inhrelid IS NOT NULL AS attached, coalesce(i.inhdetachpending, false) AS pending
-         FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
-        WHERE c.relkind = 'r' AND c.relname ~ '^event_dedup_[0-9]+$' AND pg_table_is_visible(c.oid)`,
-    );
-    const dropped: number[] = [];
-    for (const { name, attached, pending } of rows) {
-      const g = Number(name.slice('event_dedup_'.length));
-      if (g >= generation - 1) continue;
-      // Neither can run inside a transaction block: each is a statement of its own.
-      if (attached) await pool.query(`ALTER TABLE event_dedup DETACH PARTITION ${name} ${pending ? 'FINALIZE' : 'CONCURRENTLY'}`);
-      await pool.query(`DROP TABLE IF EXISTS ${name}`);
-      this.known.delete(g);
-      dropped.push(g);
+    const upkeep: DedupUpkeep = { dropped: [], failed: [], busy: false };
+    const client = await pool.connect();
+    let broken = false;
+    try {
+      const { rows: lock } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [DEDUP_LOCK]);
+      if (!lock[0]!.ok) return { ...upkeep, busy: true };
+      try {
+        const { rows } = await client.query<{ name: string; attached: boolean; pending: boolean }>(
+          `SELECT c.relname AS name, i.inhrelid IS NOT NULL AS attached, coalesce(i.inhdetachpending, false) AS pending
+             FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
+            WHERE c.relkind = 'r' AND c.relname ~ '^event_dedup_[0-9]+$' AND pg_table_is_visible(c.oid)
+            ORDER BY pending DESC, c.relname`,
+        );
+        for (const { name, attached, pending } of rows) {
+          const g = Number(name.slice('event_dedup_'.length));
+          if (g >= generation - 1) continue;
+          try {
+            // Neither can run inside a transaction block: each is a statement of its own.
+            if (attached) await client.query(`ALTER TABLE event_dedup DETACH PARTITION ${name} ${pending ? 'FINALIZE' : 'CONCURRENTLY'}`);
+            await client.query(`DROP TABLE IF EXISTS ${name}`);
+            this.known.delete(g);
+            upkeep.dropped.push(g);
+          } catch (err) {
+            if (isTransientDbError(err)) throw err;
+            upkeep.failed.push({ generation: g, error: err instanceof Error ? err.message : String(err) });
+          }
+        }
+      } finally {
+        await client.query('SELECT pg_advisory_unlock($1)', [DEDUP_LOCK]);
+      }
+    } catch (err) {
+      broken = isTransientDbError(err);
+      throw err;
+    } finally {
+      client.release(broken);
     }
-    return dropped;
+    return upkeep;
   }
+}
+
+export interface DedupUpkeep {
+  dropped: number[];
+  /** Generations whose detach or drop failed this time; the next call tries again. */
+  failed: { generation: number; error: string }[];
+  /** Another worker was dropping generations: this call dropped none. */
+  busy: boolean;
 }
 
 export function dedupKey(projectId: number, uuid: string): string {

@@ -12,7 +12,7 @@ import {
 } from '../lib/index.js';
 import { defaultWorkerId, type WorkerConfig } from './config.js';
 import { createPool, isTransientDbError } from './db.js';
-import { DedupGenerations } from './dedup.js';
+import { DedupGenerations, type DedupUpkeep } from './dedup.js';
 import { GroupTypeRegistry } from './group-types.js';
 import { GroupWriter } from './group-writer.js';
 import { startStatusServer } from './http-server.js';
@@ -103,14 +103,20 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     const groupPool = createPool(config.databaseUrl, 2, logger);
     cleanups.push(() => groupPool.end());
     const dedup = new DedupGenerations(config.dedupWindow);
-    await dedup.maintain(pool);
+    const reportUpkeep = ({ dropped, failed }: DedupUpkeep) => {
+      if (dropped.length > 0) logger.info({ dropped }, 'expired dedup generations dropped');
+      if (failed.length > 0) logger.warn({ failed }, 'expired dedup generations not dropped yet: trying again next time');
+    };
+    reportUpkeep(await dedup.maintain(pool));
+    let upkeep: Promise<unknown> | undefined;
     let pruning: Promise<unknown> | undefined;
     const maintenance = setInterval(() => {
-      dedup.maintain(pool).then(
-        (dropped) => dropped.length > 0 && logger.info({ dropped }, 'expired dedup generations dropped'),
-        (err: unknown) => logger.warn({ err: errorText(err) }, 'dedup maintenance failed'),
-      );
-      // One run at a time: a large backlog is worked off over several ticks.
+      // One run of each at a time: a detach waits for the batches in flight.
+      upkeep ??= dedup
+        .maintain(pool)
+        .then(reportUpkeep, (err: unknown) => logger.warn({ err: errorText(err) }, 'dedup maintenance failed'))
+        .finally(() => (upkeep = undefined));
+      // A large backlog of warnings is worked off over several ticks.
       pruning ??= pruneWarnings(pool, config.warningRetention)
         .then(
           (deleted) => deleted > 0 && logger.info({ deleted }, 'expired ingestion warnings deleted'),

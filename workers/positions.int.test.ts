@@ -3,7 +3,7 @@ import { readdirSync } from 'node:fs';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, uuidv7 } from '../lib/index.js';
-import { freshDatabase } from '../test/kit/index.js';
+import { freshDatabase, waitFor } from '../test/kit/index.js';
 import { beginBatch, createPool } from './db.js';
 import { DedupGenerations, recordEvents, recordNewEvents } from './dedup.js';
 import { migrateWorkerSchema } from './migrate.js';
@@ -115,7 +115,7 @@ describe('positions and dedup', () => {
     } finally {
       client.release();
     }
-    const dropped = await dedup.maintain(pool, (g + 3) * windowMs);
+    const { dropped } = await dedup.maintain(pool, (g + 3) * windowMs);
     expect(dropped).toEqual(expect.arrayContaining([g, g + 1]));
     const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_class WHERE relname = 'event_dedup_${g}'`);
     expect(rows[0]!.n).toBe(0);
@@ -124,37 +124,97 @@ describe('positions and dedup', () => {
   it('dedup - window upkeep (next generation made, expired ones dropped) holds up no batch: one started meanwhile commits while an older one is open', async () => {
     const windowMs = 1_000;
     const dedup = new DedupGenerations(windowMs);
-    const g = dedup.current(20_000_000);
+    const g = dedup.current(30_000_000);
     await dedup.ensure(pool, g, g + 1, g + 5);
     // A table an interrupted run detached but never dropped goes too.
     await pool.query(`ALTER TABLE event_dedup DETACH PARTITION event_dedup_${g + 1}`);
-    const batch = async (client: pg.ClientBase, generation: number) => {
-      await beginBatch(client);
-      expect(await recordNewEvents(client, generation, [7], [uuidv7()])).toBe(true);
-    };
     const inFlight = await pool.connect();
     const other = await pool.connect();
     try {
-      await batch(inFlight, g + 5);
+      await openBatch(inFlight, g + 5);
       let maintained = false;
-      const maintaining = dedup.maintain(pool, (g + 6) * windowMs).then((d) => ((maintained = true), d));
-      await new Promise((r) => setTimeout(r, 300));
+      const maintaining = dedup.maintain(pool, (g + 6) * windowMs).finally(() => (maintained = true));
+      maintaining.catch(() => undefined); // awaited below; a rejection must not go unhandled meanwhile
+      await waitForDetachWaiting();
       const started = performance.now();
-      await batch(other, g + 5);
+      await openBatch(other, g + 5);
       await other.query('COMMIT');
       expect(performance.now() - started).toBeLessThan(1_000);
       // The detach waits for the batch that was open before it, without holding up anyone else.
       expect(maintained).toBe(false);
       await inFlight.query('COMMIT');
-      expect(await maintaining).toEqual(expect.arrayContaining([g, g + 1]));
+      // Earlier tests' generations (same database) are older still: dropped too.
+      const upkeep = await maintaining;
+      expect({ ...upkeep, dropped: upkeep.dropped.filter((x) => x >= g) }).toEqual({ dropped: [g, g + 1], failed: [], busy: false });
     } finally {
       inFlight.release();
       other.release();
     }
-    const { rows } = await pool.query<{ name: string }>(`SELECT relname AS name FROM pg_class WHERE relname ~ '^event_dedup_[0-9]+$'`);
-    const left = rows.map((r) => Number(r.name.slice('event_dedup_'.length)));
+    const left = await generationTables(g, g + 7);
     // The previous generation, the current one and the next are kept; all older ones are gone.
-    expect(left.filter((x) => x >= g && x <= g + 4)).toEqual([]);
-    expect(left).toEqual(expect.arrayContaining([g + 5, g + 6, g + 7]));
+    expect(left).toEqual([g + 5, g + 6, g + 7]);
+  });
+
+  it('dedup - a detach left pending is finished first; two workers upkeeping at once drop each table once, the other reports busy', async () => {
+    const windowMs = 1_000;
+    const g = new DedupGenerations(windowMs).current(40_000_000);
+    await new DedupGenerations(windowMs).ensure(pool, g, g + 1);
+    // Leave g + 1 pending: a concurrent detach cut short while a batch held it up.
+    const inFlight = await pool.connect();
+    const detacher = await pool.connect();
+    try {
+      await openBatch(inFlight, g + 1);
+      const { rows } = await detacher.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const detaching = detacher.query(`ALTER TABLE event_dedup DETACH PARTITION event_dedup_${g + 1} CONCURRENTLY`);
+      await waitForDetachWaiting();
+      await pool.query('SELECT pg_cancel_backend($1)', [rows[0]!.pid]);
+      await expect(detaching).rejects.toThrow(/cancel/);
+      await inFlight.query('ROLLBACK');
+    } finally {
+      inFlight.release();
+      detacher.release();
+    }
+    const pending = await pool.query(`SELECT 1 FROM pg_inherits WHERE inhrelid = 'event_dedup_${g + 1}'::regclass AND inhdetachpending`);
+    expect(pending.rowCount).toBe(1);
+
+    const [a, b] = await Promise.all([
+      new DedupGenerations(windowMs).maintain(pool, (g + 3) * windowMs),
+      new DedupGenerations(windowMs).maintain(pool, (g + 3) * windowMs),
+    ]);
+    // One of them held the lock and dropped both (the pending one first); the other found it held.
+    const [worked, skipped] = a.busy ? [b, a] : [a, b];
+    expect({ ...worked, dropped: worked.dropped.filter((x) => x >= g) }).toEqual({ dropped: [g + 1, g], failed: [], busy: false });
+    expect(skipped).toEqual({ dropped: [], failed: [], busy: true });
+    expect(await generationTables(g, g + 1)).toEqual([]);
   });
 });
+
+/** Begins a batch transaction that has written a dedup row of `generation` (holds its locks until it ends). */
+async function openBatch(client: pg.ClientBase, generation: number): Promise<void> {
+  await beginBatch(client);
+  expect(await recordNewEvents(client, generation, [7], [uuidv7()])).toBe(true);
+}
+
+/** Resolves once a DETACH PARTITION … CONCURRENTLY is waiting for older transactions. */
+async function waitForDetachWaiting(): Promise<void> {
+  await waitFor(
+    'a detach waiting for older transactions',
+    async () => {
+      const { rowCount } = await pool.query(
+        "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'ALTER TABLE event_dedup DETACH PARTITION%' AND wait_event_type = 'Lock'",
+      );
+      return (rowCount ?? 0) > 0;
+    },
+    10_000,
+    20,
+  );
+}
+
+/** Generations between `from` and `to` that still have a table, attached or not. */
+async function generationTables(from: number, to: number): Promise<number[]> {
+  const { rows } = await pool.query<{ name: string }>(`SELECT relname AS name FROM pg_class WHERE relname ~ '^event_dedup_[0-9]+$'`);
+  return rows
+    .map((r) => Number(r.name.slice('event_dedup_'.length)))
+    .filter((x) => x >= from && x <= to)
+    .sort((x, y) => x - y);
+}
