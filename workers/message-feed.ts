@@ -118,6 +118,11 @@ export class MessageFeed {
     this.wakeReader = undefined;
   }
 
+  /** Ends a wait for messages at once: the reader is stopping. */
+  interrupt(): void {
+    this.wakeReader?.();
+  }
+
   /** Lets the buffer grow past its bound until `seq` has arrived: a planned batch must be taken whole. */
   fillThrough(seq: number): void {
     if (seq <= this.fillUntilSeq) return;

@@ -110,6 +110,8 @@ export class PartitionProcessor {
   async stop(): Promise<void> {
     this.stopping = true;
     this.wakeSleep.abort();
+    // An idle shard waits up to a second for messages: a shard handed over must not wait that out.
+    this.feed?.interrupt();
     await this.running;
   }
 
