@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backoffMs, postBatch } from './sender.js';
 
@@ -54,6 +54,32 @@ describe('import sender', () => {
     await new Promise<void>((r) => closed.close(() => r()));
     const outcome = await postBatch(`http://127.0.0.1:${port}/batch/`, Buffer.from('{}'), { timeoutMs: 5_000, gzip: false, signal: new AbortController().signal });
     expect(outcome).toMatchObject({ kind: 'retry', reason: 'network: ECONNREFUSED' });
+  });
+
+  it('import sender - the timeout limits the whole exchange: no answer, or an answer trickling in, is a timeout to retry', async () => {
+    const sockets = new Set<Socket>();
+    const slow = createServer((req, res) => {
+      req.resume();
+      if (req.url === '/trickle') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const timer = setInterval(() => res.write(' '), 50);
+        res.on('close', () => clearInterval(timer));
+      } // else: never answer
+    });
+    slow.on('connection', (s) => sockets.add(s));
+    await new Promise<void>((r) => slow.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(slow.address() as AddressInfo).port}`;
+    try {
+      for (const path of ['/silent', '/trickle']) {
+        const started = performance.now();
+        const outcome = await postBatch(`${base}${path}`, Buffer.from('{}'), { timeoutMs: 400, gzip: false, signal: new AbortController().signal });
+        expect(outcome).toEqual({ kind: 'retry', reason: 'network: no answer within 0.4s', retryAfterMs: undefined });
+        expect(performance.now() - started).toBeLessThan(2_000);
+      }
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => slow.close(() => r()));
+    }
   });
 
   it('import sender - backoff doubles from 250 ms to a 30 s cap, with jitter, never below Retry-After', () => {
