@@ -117,20 +117,19 @@ export async function runPaced(o: PacedOptions): Promise<PacedResult> {
   await Promise.all(inflight);
   const seconds = Math.max(0.001, (performance.now() - measureFrom) / 1000);
   await pool.close();
-  const ms = percentileMs;
   return {
     sent,
     ok,
     busy,
     errors,
     achievedPerSec: ok / seconds,
-    p50: ms(latency, 50),
-    p90: ms(latency, 90),
-    p99: ms(latency, 99),
-    p999: ms(latency, 99.9),
+    p50: percentileMs(latency, 50),
+    p90: percentileMs(latency, 90),
+    p99: percentileMs(latency, 99),
+    p999: percentileMs(latency, 99.9),
     max: latency.totalCount > 0 ? latency.maxValue / 1000 : Number.NaN,
-    sendLagP50: ms(sendLag, 50),
-    sendLagP99: ms(sendLag, 99),
+    sendLagP50: percentileMs(sendLag, 50),
+    sendLagP99: percentileMs(sendLag, 99),
     sendLagMax: sendLag.totalCount > 0 ? sendLag.maxValue / 1000 : Number.NaN,
   };
 }

@@ -1,6 +1,6 @@
 // The processes a benchmark measures: each runs apart from the load generator, as in production.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { runtimeModule } from '../../lib/index.js';
 import { waitFor } from '../../deploy/local/wait.js';
@@ -59,21 +59,40 @@ export function startBaseline(natsUrl: string): Promise<BenchProcess & { url: st
   return startPortPrinter('baseline server', '../baseline/server', { NATS_URL: natsUrl });
 }
 
+/** Fields of /proc/<pid>/stat after the command name (which may hold spaces and parentheses). */
+function statFields(pid: number | string): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
 /** CPU seconds (user + system) these processes have used so far; one that has ended counts 0. */
 export function cpuSeconds(...pids: (number | undefined)[]): number {
   let ticks = 0;
   for (const pid of pids) {
     if (pid === undefined) continue;
     try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      // The command name may hold spaces and parentheses: fields start after the last ')'.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const fields = statFields(pid);
       ticks += Number(fields[11]) + Number(fields[12]); // utime, stime in clock ticks (100/s)
     } catch {
       // ended: its time is no longer visible
     }
   }
   return ticks / 100;
+}
+
+/** A process and its children (e.g. the postmaster and its backends). */
+export function withChildren(pid: number | undefined): number[] {
+  if (pid === undefined) return [];
+  const out = [pid];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (Number(statFields(entry)[1]) === pid) out.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
 }
 
 /** Resident memory of a process in bytes. */

@@ -13,7 +13,7 @@
 // Prints one table and, run on its own, writes JSON to bench/results/; in the suite
 // (`npm run bench`) its figures are a table of the suite's report and part of its JSON.
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -37,7 +37,7 @@ import {
   type NatsConnection,
 } from '../../lib/index.js';
 import { personUuidFor } from '../../workers/index.js';
-import { cpuSeconds } from '../lib/processes.js';
+import { cpuSeconds, withChildren } from '../lib/processes.js';
 import type { Table } from '../lib/report.js';
 
 export interface WorkerThroughputOptions {
@@ -211,23 +211,6 @@ async function preloadPersons(databaseUrl: string, persons: number): Promise<voi
   } finally {
     await db.end();
   }
-}
-
-/** A process and all its children (the postmaster and its backends). */
-function withChildren(pid: number | undefined): number[] {
-  if (pid === undefined) return [];
-  const out = [pid];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === pid) out.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
 }
 
 async function metricSum(url: string, name: string): Promise<number> {
