@@ -7,6 +7,10 @@
 // shards that are no longer its own and creates leases for the free shards that are. A watch on
 // the bucket makes joins and leaves take effect at once; a worker killed with -9 disappears when
 // its keys expire (no event is sent for that, so the periodic tick notices it).
+// A KV call may time out here and still land in the bucket (a slow answer on a loaded machine):
+// a lease is recognised as this process's own by the instance id in its value and adopted, so a
+// late answer neither orphans a shard until the TTL nor leaves a released lease behind.
+import { randomUUID } from 'node:crypto';
 import { KvWatchInclude, Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '../lib/index.js';
@@ -56,6 +60,8 @@ export class ShardCoordinator {
   private watcher: { stop(): void } | undefined;
   private members: string[] = [];
   private joined = false;
+  /** Written in every lease value: tells this process's leases from any other's, even one with the same worker id. */
+  private readonly instance = randomUUID();
 
   constructor(
     private readonly kv: KV,
@@ -187,10 +193,8 @@ export class ShardCoordinator {
 
     // Releases run in the background: a shard finishing its batch must not hold up renewals of the others.
     for (const s of this.ownedShards()) if (!desired.has(s)) void this.release(s);
-    for (const shard of desired) {
-      if (this.owned.has(shard) || this.stopped) continue;
-      await this.acquire(shard);
-    }
+    // All at once: a take-over costs one round trip, not one per shard.
+    await Promise.all([...desired].filter((s) => !this.owned.has(s)).map((s) => this.acquire(s)));
     this.metrics.ownedShards.set(this.ownedShards().length);
   }
 
@@ -218,18 +222,42 @@ export class ShardCoordinator {
   }
 
   private leaseValue(): string {
-    return JSON.stringify({ owner: this.options.workerId, at: new Date().toISOString() });
+    return JSON.stringify({ owner: this.options.workerId, instance: this.instance, at: new Date().toISOString() });
+  }
+
+  /** The revision of a lease key while it holds this process's lease (a write of ours whose answer was lost or late). */
+  private async ownRevision(key: string): Promise<number | undefined> {
+    const entry = await withTimeout(this.kv.get(key), this.kvTimeoutMs, 'lease read');
+    if (entry?.operation !== 'PUT') return undefined;
+    try {
+      return (JSON.parse(entry.string()) as { instance?: unknown }).instance === this.instance ? entry.revision : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Writes the lease again over a revision of ours that this worker lost track of; the deadline runs from this write. */
+  private async adopt(shard: number): Promise<{ revision: number; deadline: number } | undefined> {
+    const key = `shards.${shard}`;
+    const held = await this.ownRevision(key);
+    if (held === undefined) return undefined;
+    const sentAt = Date.now();
+    const revision = await withTimeout(this.kv.update(key, this.leaseValue(), held), this.kvTimeoutMs, 'lease adoption');
+    return { revision, deadline: this.deadlineFrom(sentAt) };
   }
 
   private async acquire(shard: number): Promise<void> {
     const sentAt = Date.now();
-    let revision: number;
+    let written: { revision: number; deadline: number } | undefined;
     try {
-      revision = await withTimeout(this.kv.create(`shards.${shard}`, this.leaseValue()), this.kvTimeoutMs, 'lease create');
+      const revision = await withTimeout(this.kv.create(`shards.${shard}`, this.leaseValue()), this.kvTimeoutMs, 'lease create');
+      written = { revision, deadline: this.deadlineFrom(sentAt) };
     } catch {
-      return; // held by another worker (or NATS is away): try again next tick
+      // Held by another worker, NATS away, or our own create landed after its answer timed out.
+      written = await this.adopt(shard).catch(() => undefined);
     }
-    const lease: ShardLease = { shard, deadline: this.deadlineFrom(sentAt), revision };
+    if (!written) return; // try again next tick
+    const lease: ShardLease = { shard, ...written };
     const runner = this.startShard(lease, (reason) => {
       this.logger.warn({ shard, reason }, 'shard lost');
       this.metrics.leaseChanges.inc({ change: 'lost' });
@@ -255,7 +283,13 @@ export class ShardCoordinator {
         } catch (err) {
           const msg = errorText(err);
           if (/wrong last sequence/i.test(msg)) {
-            // Expired and possibly taken: this worker must not act for the shard any more.
+            // Either an earlier renewal landed after its answer timed out (the key still holds our lease),
+            // or the lease expired and may have been taken: then this worker must not act for the shard any more.
+            const adopted = await this.adopt(lease.shard).catch(() => undefined);
+            if (adopted) {
+              Object.assign(lease, adopted);
+              return;
+            }
             lease.deadline = 0;
             this.lost.add(lease.shard);
           }
@@ -272,13 +306,27 @@ export class ShardCoordinator {
     held.releasing ??= (async () => {
       await held.runner.stop();
       this.owned.delete(shard);
-      // Only our own revision is deleted: a lease another worker holds by now stays.
-      await this.kv.delete(`shards.${shard}`, { previousSeq: held.lease.revision }).catch(() => undefined);
+      await this.freeLease(held.lease);
       this.metrics.leaseChanges.inc({ change: 'released' });
       this.metrics.ownedShards.set(this.ownedShards().length);
       this.logger.info({ shard }, 'shard released');
     })();
     return held.releasing;
+  }
+
+  /** Deletes the lease key while it holds our lease: a lease another worker holds by now stays. */
+  private async freeLease(lease: ShardLease): Promise<void> {
+    const key = `shards.${lease.shard}`;
+    try {
+      await withTimeout(this.kv.delete(key, { previousSeq: lease.revision }), this.kvTimeoutMs, 'lease delete');
+    } catch (err) {
+      // The revision we know may be older than the last write of ours that landed: delete that one.
+      const revision = await this.ownRevision(key).catch(() => undefined);
+      if (revision === undefined) return;
+      await withTimeout(this.kv.delete(key, { previousSeq: revision }), this.kvTimeoutMs, 'lease delete').catch((again: unknown) =>
+        this.logger.warn({ shard: lease.shard, err: errorText(again), first: errorText(err) }, 'could not free the lease: it expires after the TTL'),
+      );
+    }
   }
 }
 
