@@ -9,7 +9,7 @@ import {
   envNumber,
   envString,
   loadConfig,
-  parseByteSize,
+  byteSize,
   setting,
   type ConfigOf,
 } from '../lib/index.js';
@@ -27,15 +27,7 @@ const envBytesOr = <T extends string>(fallback: T) =>
   z
     .string()
     .default(fallback)
-    .transform((v, ctx): number | T => {
-      if (v === fallback) return fallback;
-      try {
-        return parseByteSize(v);
-      } catch {
-        ctx.addIssue({ code: 'custom', message: 'expected a size such as 100MiB, 512KiB or a byte count' });
-        return z.NEVER;
-      }
-    });
+    .transform((v, ctx): number | T => (v === fallback ? fallback : byteSize(v, ctx)));
 
 export const ingestConfigDefinition = {
   host: setting('CAPTURE_HOST', envString('127.0.0.1'), 'address the capture server listens on (0.0.0.0 for all)'),

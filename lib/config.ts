@@ -137,15 +137,14 @@ export function parseByteSize(text: string): number {
   return Math.floor(Number(m[1]) * UNIT_BYTES[(m[2] ?? 'b').toLowerCase()]!);
 }
 
-export const envBytes = (def: string) =>
-  showDefault(z
-    .string()
-    .default(def)
-    .transform((v, ctx) => {
-      try {
-        return parseByteSize(v);
-      } catch {
-        ctx.addIssue({ code: 'custom', message: 'expected a size such as 20MB, 512KiB or a byte count' });
-        return z.NEVER;
-      }
-    }), def);
+/** A zod transform from a size setting to bytes, reporting a bad value as the setting's issue. */
+export function byteSize(v: string, ctx: z.RefinementCtx): number {
+  try {
+    return parseByteSize(v);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'expected a size such as 20MB, 512KiB or a byte count' });
+    return z.NEVER;
+  }
+}
+
+export const envBytes = (def: string) => showDefault(z.string().default(def).transform(byteSize), def);
