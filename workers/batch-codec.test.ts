@@ -7,7 +7,7 @@ function msg(seq: number, subject: string, lines: string[]): SourceMessage {
 }
 const line = (uuid: string, extra = '') => `{"uuid":"${uuid}","event":"e","distinct_id":"d","properties":{},"timestamp":"2024-01-01T00:00:00Z","now":"2024-01-01T00:00:00Z","token":"t","project_id":1${extra}}`;
 /** A line that is serialised again (a JSON string here, so its bytes are easy to predict). */
-const text = (value: string): OutputLine => serializedLine(value);
+const text = (value: string, at = 0): OutputLine => serializedLine(value, at);
 const U1 = '0190a7a0-0000-7000-8000-000000000001';
 const U2 = '0190a7a0-0000-7000-8000-000000000002';
 
@@ -37,9 +37,9 @@ describe('batch codec', () => {
     const parsed = parseMessages('events', [msg(1, 'events.1.0', ['  ' + l + '  \r', line(U2)])]);
     const [first, second] = parsed.events;
     const body = parsed.bodies[0];
-    const spliced = processedLine({ person_id: 'p' }, body, first!.span, true);
-    const personless = processedLine({}, body, second!.span, true);
-    const reserialised = processedLine({ ...JSON.parse(l), person_id: 'p' } as never, body, first!.span, false);
+    const spliced = processedLine({ person_id: 'p' }, body, first!, true);
+    const personless = processedLine({}, body, second!, true);
+    const reserialised = processedLine({ ...JSON.parse(l), person_id: 'p' } as never, body, first!, false);
     const out = packOutputs('EVENTS', 0, [msg(1, 'events.1.0', [])], [1], [[spliced, personless, reserialised]], 1024, 8 << 20)[0]!.body.toString();
     const [a, b, c, end] = out.split('\n');
     // Byte for byte: a replayed batch must publish identical messages.
@@ -59,7 +59,7 @@ describe('batch codec', () => {
     expect(parsed.events.map((e) => e.span !== undefined)).toEqual([true, false, false]);
     const cleaned = parsed.events[2]!.event as unknown as Record<string, unknown>;
     expect([cleaned.y, cleaned.z]).toEqual(['a\ufffdb', '\ufffd']);
-    const lines = parsed.events.map((e) => processedLine({ ...e.event, person_id: 'p' }, parsed.bodies[0], e.span, true));
+    const lines = parsed.events.map((e) => processedLine({ ...e.event, person_id: 'p' }, parsed.bodies[0], e, true));
     const body = packOutputs('EVENTS', 0, [msg(1, 'events.1.0', [])], [1], [lines], 1024, 8 << 20)[0]!.body;
     expect(Buffer.from(body.toString('utf8')).equals(body)).toBe(true); // valid UTF-8 throughout
     expect(body.toString().split('\n').slice(0, 3).map((x) => JSON.parse(x).x)).toEqual([undefined, '\ufffd\ufffd', undefined]);
@@ -82,14 +82,47 @@ describe('batch codec', () => {
     expect(small.map((p) => p.msgId)).toEqual(['EVENTS:3:1:10-10', 'EVENTS:3:1:12-12']);
   });
 
-  it('output - a part larger than the max payload is split under numbered ids', () => {
+  it('output - a part larger than the max payload is cut at source lines under numbered ids, each under it', () => {
+    const { messages, parsed, lines } = bigMessage(100);
+    const parts = packOutputs('HISTORICAL', 0, messages, [1], [lines], 1024 * 1024, MAX_PAYLOAD);
+    expect(parts.length).toBeGreaterThan(3);
+    expect(parts.map((p) => p.msgId)).toEqual(parts.map((_, k) => `HISTORICAL:0:1:5-5:${k}`));
+    expect(parts.every((p) => p.body.length <= MAX_PAYLOAD)).toBe(true);
+    const uuids = parts.flatMap((p) => p.body.toString().trim().split('\n').map((l) => (JSON.parse(l) as { uuid: string }).uuid));
+    expect(uuids).toEqual(parsed.events.map((e) => e.event.uuid));
+  });
+
+  it('output - a replay that keeps fewer lines (duplicates by then) cuts the same chunks: every line keeps its message id', () => {
+    const { messages, lines } = bigMessage(100);
+    const idOfLine = (parts: ReturnType<typeof packOutputs>) =>
+      new Map(parts.flatMap((p) => p.body.toString().trim().split('\n').map((l) => [(JSON.parse(l) as { uuid: string }).uuid, p.msgId] as const)));
+    const first = idOfLine(packOutputs('EVENTS', 2, messages, [1], [lines], 1024 * 1024, MAX_PAYLOAD));
+    const kept = lines.filter((_, i) => i % 9 !== 4);
+    const replay = idOfLine(packOutputs('EVENTS', 2, messages, [1], [kept], 1024 * 1024, MAX_PAYLOAD));
+    expect(replay.size).toBe(kept.length);
+    for (const [uuid, id] of replay) expect([uuid, id]).toEqual([uuid, first.get(uuid)]);
+  });
+
+  it('output - lines grown far beyond their source lines are split further under sub-ids, each under the max payload', () => {
     const messages = [msg(5, 'events.1.0', [line(U1)])];
     const big = Array.from({ length: 100 }, () => text('x'.repeat(1000)));
-    const parts = packOutputs('HISTORICAL', 0, messages, [1], [big], 1024 * 1024, 64 * 1024 + 20_000);
+    const parts = packOutputs('HISTORICAL', 0, messages, [1], [big], 1024 * 1024, MAX_PAYLOAD);
     expect(parts.length).toBeGreaterThan(1);
-    expect(parts.map((p) => p.msgId)).toEqual(parts.map((_, k) => `HISTORICAL:0:1:5-5:${k}`));
+    expect(parts.map((p) => p.msgId)).toEqual(parts.map((_, k) => `HISTORICAL:0:1:5-5.${k}`));
     expect(parts.reduce((n, p) => n + p.events, 0)).toBe(100);
-    expect(parts.every((p) => p.body.length <= 64 * 1024 + 20_000)).toBe(true);
+    expect(parts.every((p) => p.body.length <= MAX_PAYLOAD)).toBe(true);
     expect(parts.map((p) => p.body.toString()).join('')).toBe(`"${'x'.repeat(1000)}"\n`.repeat(100));
   });
 });
+
+/** The server's max payload in these tests: 84 KB, so chunks are planned up to 20 KB (the margin is 64 KiB). */
+const MAX_PAYLOAD = 64 * 1024 + 20_000;
+
+/** One source message of `count` lines of ~1 KB and their processed lines (each gains a person_id). */
+function bigMessage(count: number) {
+  const uuid = (i: number) => `0190a7a0-0000-7000-8000-${String(i).padStart(12, '0')}`;
+  const messages = [msg(5, 'events.1.0', Array.from({ length: count }, (_, i) => line(uuid(i), `,"pad":"${'p'.repeat(900)}"`)))];
+  const parsed = parseMessages('events', messages);
+  const lines = parsed.events.map((e) => processedLine({ person_id: 'person' }, parsed.bodies[0], e, true));
+  return { messages, parsed, lines };
+}

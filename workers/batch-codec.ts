@@ -23,6 +23,8 @@ export interface BatchEvent extends SourceEvent {
    * or the bytes were not valid UTF-8.
    */
   span: { start: number; end: number } | undefined;
+  /** Where the line starts in its source message: places its output in a part's chunks. */
+  offset: number;
   /** `<projectId>:<uuid>` (dedup key). */
   key: string;
 }
@@ -88,7 +90,7 @@ export function parseMessages(kind: StreamKind, messages: readonly SourceMessage
       }
       const { event, changed } = checked;
       const span = changed || !copyable ? undefined : { start, end };
-      out.events.push({ projectId, event, message: index, span, key: dedupKey(projectId, event.uuid) });
+      out.events.push({ projectId, event, message: index, span, offset: start, key: dedupKey(projectId, event.uuid) });
     }
   });
   return out;
@@ -138,14 +140,24 @@ export interface OutputLine {
   start: number;
   end: number;
   tail: Buffer;
+  /** Where the event's line starts in its source message (BatchEvent.offset). */
+  at: number;
 }
 
 const outputBytes = (line: OutputLine) => line.end - line.start + line.tail.length + 1;
 
+/** Room planned for what a processed line adds to its source line: `,"person_id":"<uuid>"` and the newline. */
+const LINE_ALLOWANCE = 64;
+/** Room left under the server's max payload for lines that grow more than that (serialised again). */
+const PAYLOAD_MARGIN = 64 * 1024;
+
 /**
  * Packs processed lines into PROCESSED messages: per project, consecutive source messages (in
- * stream order) up to `partBytes` of source each. Part boundaries depend only on the source
- * messages, never on processing, so a replay cuts the same parts under the same ids.
+ * stream order) up to `partBytes` of source each, cut into chunks under the max payload. Part and
+ * chunk boundaries depend only on the source bytes, never on processing: a replay in which some
+ * lines are dropped (duplicates by then) or written differently cuts the same parts and chunks
+ * under the same ids, so a chunk stored by an earlier try is dropped whole and none of its
+ * neighbours loses or repeats a line.
  */
 export function packOutputs(
   streamName: string,
@@ -162,18 +174,22 @@ export function packOutputs(
     const p = open.get(projectId);
     if (!p) return;
     open.delete(projectId);
-    const lines = p.members.flatMap((i) => linesByMessage[i] ?? []);
-    if (lines.length === 0) return;
     const base = `${streamName}:${shard}:${projectId}:${messages[p.first]!.seq}-${messages[p.last]!.seq}`;
     const subject = subjectFor('processed', projectId, shard);
-    const chunks = splitLines(lines, maxPayload);
-    chunks.forEach((chunk, k) => {
-      parts.push({
-        subject,
-        msgId: chunks.length === 1 ? base : `${base}:${k}`,
-        body: joinLines(chunk),
-        events: chunk.length,
-        messages: p.members,
+    const chunks = chunkLines(messages, p.members, linesByMessage, Math.max(1024, maxPayload - PAYLOAD_MARGIN));
+    chunks.forEach((lines, k) => {
+      const id = chunks.length === 1 ? base : `${base}:${k}`;
+      // A chunk over the max payload (lines serialised again and grown far beyond their source lines)
+      // is split by its bytes: only then could a replay cut it differently.
+      const pieces = splitLines(lines, maxPayload);
+      pieces.forEach((piece, j) => {
+        parts.push({
+          subject,
+          msgId: pieces.length === 1 ? id : `${id}.${j}`,
+          body: joinLines(piece),
+          events: piece.length,
+          messages: p.members,
+        });
       });
     });
   };
@@ -191,15 +207,45 @@ export function packOutputs(
   return parts;
 }
 
-/** Splits lines so each message stays under the server's max payload (a source message near the limit grows a little). */
+/**
+ * A part's lines in chunks planned on its source lines (each counted with LINE_ALLOWANCE), so the
+ * cuts fall at the same source lines whatever processing kept; chunks left empty stay in the list.
+ */
+function chunkLines(messages: readonly SourceMessage[], members: readonly number[], linesByMessage: readonly OutputLine[][], limit: number): OutputLine[][] {
+  const chunks: OutputLine[][] = [[]];
+  let planned = 0;
+  for (const i of members) {
+    const { data } = messages[i]!;
+    const body = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    const lines = linesByMessage[i] ?? [];
+    let next = 0; // the first of this message's output lines not yet placed
+    for (let start = 0; start < body.length; ) {
+      let end = body.indexOf(NEWLINE, start);
+      if (end === -1) end = body.length;
+      const size = end - start + LINE_ALLOWANCE;
+      if (planned > 0 && planned + size > limit) {
+        chunks.push([]);
+        planned = 0;
+      }
+      planned += size;
+      const chunk = chunks[chunks.length - 1]!;
+      while (next < lines.length && lines[next]!.at <= end) chunk.push(lines[next++]!);
+      start = end + 1;
+    }
+    // Unreachable for lines parsed from this body; kept so that no line can ever be dropped here.
+    while (next < lines.length) chunks[chunks.length - 1]!.push(lines[next++]!);
+  }
+  return chunks;
+}
+
+/** Splits lines so each message stays under the server's max payload. */
 function splitLines(lines: OutputLine[], maxPayload: number): OutputLine[][] {
-  const limit = Math.max(1024, maxPayload - 64 * 1024);
   const chunks: OutputLine[][] = [];
   let current: OutputLine[] = [];
   let bytes = 0;
   for (const line of lines) {
     const size = outputBytes(line);
-    if (current.length > 0 && bytes + size > limit) {
+    if (current.length > 0 && bytes + size > maxPayload) {
       chunks.push(current);
       current = [];
       bytes = 0;
@@ -226,8 +272,8 @@ function joinLines(lines: readonly OutputLine[]): Buffer {
 }
 
 /** A whole line serialised again (the event changed beyond gaining `person_id`). */
-export function serializedLine(value: unknown): OutputLine {
-  return { source: undefined, start: 0, end: 0, tail: Buffer.from(JSON.stringify(value)) };
+export function serializedLine(value: unknown, at: number): OutputLine {
+  return { source: undefined, start: 0, end: 0, tail: Buffer.from(JSON.stringify(value)), at };
 }
 
 /**
@@ -237,17 +283,18 @@ export function serializedLine(value: unknown): OutputLine {
 export function processedLine(
   out: { person_id?: string },
   source: Buffer | undefined,
-  span: { start: number; end: number } | undefined,
+  line: Pick<BatchEvent, 'span' | 'offset'>,
   untouched: boolean,
 ): OutputLine {
+  const { span, offset: at } = line;
   if (untouched && source && span) {
-    if (out.person_id === undefined) return { source, start: span.start, end: span.end, tail: EMPTY };
+    if (out.person_id === undefined) return { source, start: span.start, end: span.end, tail: EMPTY, at };
     // parseMessages trimmed the span and JSON.parse saw an object: it ends with its closing brace.
     if (source[span.end - 1] === CLOSE_BRACE) {
-      return { source, start: span.start, end: span.end - 1, tail: Buffer.from(`,"person_id":"${out.person_id}"}`) };
+      return { source, start: span.start, end: span.end - 1, tail: Buffer.from(`,"person_id":"${out.person_id}"}`), at };
     }
   }
-  return serializedLine(out);
+  return serializedLine(out, at);
 }
 
 const EMPTY = Buffer.alloc(0);

@@ -351,7 +351,7 @@ export class PartitionProcessor {
       const lines: OutputLine[][] = sources.map(() => []);
       events.forEach((e, i) => {
         const out = result.outputs[i];
-        if (out) lines[e.message]!.push(processedLine(out, parsed.bodies[e.message], e.span, result.untouched[i]!));
+        if (out) lines[e.message]!.push(processedLine(out, parsed.bodies[e.message], e, result.untouched[i]!));
       });
       const parts = packOutputs(this.streamName, this.shard, sources, parsed.projects, lines, limits.publishPartBytes, this.ctx.maxPayload());
       // Groups are written (outside this transaction, see group-writer.ts) while the batch is published;
