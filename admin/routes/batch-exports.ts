@@ -10,7 +10,6 @@ import { apiError, notFound } from '../errors.js';
 import { paginate, pageOf } from '../http/pagination.js';
 import { defineRoute, type Principal } from '../http/route.js';
 import { parseIsoTime } from '../iso-time.js';
-import { enqueueMessage } from '../outbox.js';
 import {
   batchExportBackfill,
   batchExportCreate,
@@ -294,7 +293,7 @@ export const batchExportRoutes = [
           total_runs: backfill.total_runs,
           created_at: backfill.created_at.toISOString(),
         };
-        await enqueueMessage(db, pipelineSubject('batchExportBackfills', row.team_id, row.id), `backfill:${backfill.id}`, request);
+        await services.outbox.enqueue(db, pipelineSubject('batchExportBackfills', row.team_id, row.id), `backfill:${backfill.id}`, request);
         await logActivity(db, {
           organizationId: org.id,
           teamId: row.team_id,

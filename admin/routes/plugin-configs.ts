@@ -9,7 +9,6 @@ import { apiError, notFound } from '../errors.js';
 import { paginate, pageOf } from '../http/pagination.js';
 import { defineRoute, type Principal, type Route } from '../http/route.js';
 import { parseTimestamp } from '../iso-time.js';
-import { enqueueMessage } from '../outbox.js';
 import {
   DATETIME_FORMAT_MESSAGE,
   paginatedPluginConfigs,
@@ -303,7 +302,7 @@ export const pluginConfigRoutes: Route[] = [
           operation: job.operation ?? 'start',
           created_at: rows[0]!.created_at.toISOString(),
         };
-        await enqueueMessage(db, pipelineSubject('pluginJobs', project.id, config.id), `job:${request.id}`, request);
+        await services.outbox.enqueue(db, pipelineSubject('pluginJobs', project.id, config.id), `job:${request.id}`, request);
         await logActivity(db, {
           organizationId: project.organization_id,
           teamId: project.id,
