@@ -9,7 +9,12 @@
 //    timer, which also removes keys that should no longer be there.
 // Every sync reads the current rows before writing, and syncs run one at a time, so the last
 // write always reflects the latest committed state this process could see.
+//
+// A write whose request timed out may still land later, after newer syncs: so every write names
+// the revision it read (the server refuses it if the key changed since), and the next sync of
+// such a key writes even when the bucket looks right, which makes the late write refused.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import pg from 'pg';
 import type { Logger, NatsConnection } from '../lib/index.js';
@@ -19,6 +24,8 @@ const RETRY_MS = 2_000;
 const MAX_RETRY_MS = 60_000;
 /** How long a request waits for its KV update before answering anyway (NATS down: it retries). */
 const REQUEST_WAIT_MS = 2_000;
+/** Writes of one key refused because it changed meanwhile, before the sync gives up (and retries). */
+const MAX_CONFLICTS = 5;
 
 export interface ReconcileResult {
   put: number;
@@ -48,8 +55,11 @@ export class KvMirror {
   private retry: NodeJS.Timeout | undefined;
   private stopped = false;
   private retriesInRow = 0;
+  /** Keys whose last write got no answer: it may still land. */
+  private readonly unanswered = new Set<string>();
 
-  private constructor(
+  /** `open` is the usual way; tests pass a wrapped bucket here. */
+  constructor(
     readonly kv: KV,
     private readonly spec: MirrorSpec,
     private readonly pool: Pool,
@@ -171,8 +181,9 @@ export class KvMirror {
       }
     };
     for (const [key, value] of wanted) await count(key, value);
-    const present: string[] = [];
-    for await (const key of await this.kv.keys()) present.push(key);
+    // Keys with an unanswered write count as present: the write may land later.
+    const present = new Set(this.unanswered);
+    for await (const key of await this.kv.keys()) present.add(key);
     for (const key of present) if (!wanted.has(key)) await count(key, undefined);
     result.failed = failures.length;
     if (result.put > 0 || result.deleted > 0) this.log.info({ ...result, bucket: this.spec.bucket }, 'reconciled KV bucket');
@@ -185,17 +196,38 @@ export class KvMirror {
     return result;
   }
 
-  /** Puts `value` under `key` (or deletes it when undefined), unless the bucket already agrees. */
+  /**
+   * Puts `value` under `key` (or deletes it when undefined), unless the bucket already agrees.
+   * The write names the revision just read; when the key changed since, PostgreSQL and the
+   * bucket are read again.
+   */
   private async apply(key: string, value: string | undefined): Promise<'put' | 'deleted' | 'same'> {
-    const entry = await this.kv.get(key);
-    const current = entry && entry.operation === 'PUT' ? entry.string() : undefined;
-    if (current === value) return 'same';
-    if (value === undefined) {
-      await this.kv.delete(key);
-      return 'deleted';
+    for (let conflicts = 0; ; ) {
+      const entry = await this.kv.get(key);
+      const current = entry && entry.operation === 'PUT' ? entry.string() : undefined;
+      // After an unanswered write, agreeing is not enough: writing over the revision read now is
+      // what makes the server refuse that write if it lands later.
+      if (current === value && !this.unanswered.has(key)) return 'same';
+      const revision = entry?.revision ?? 0;
+      try {
+        if (value === undefined) {
+          // The client sends no condition for revision 0 (a key never written), so this delete is
+          // unconditional; a key someone wrote meanwhile from a newer PostgreSQL state comes back
+          // with that change's notice.
+          await this.kv.delete(key, { previousSeq: revision });
+        } else {
+          // Revision 0 means "only if the key was never written" (update() refuses 0).
+          await this.kv.put(key, value, { previousSeq: revision });
+        }
+        this.unanswered.delete(key);
+        return value === undefined ? 'deleted' : 'put';
+      } catch (err) {
+        // An error answer means nothing was written; anything else (a timeout) may still land.
+        if (!(err instanceof JetStreamApiError)) this.unanswered.add(key);
+        if (!isWrongLastSequence(err) || ++conflicts >= MAX_CONFLICTS) throw err;
+        value = (await this.spec.load(this.pool, [key])).get(key);
+      }
     }
-    await this.kv.put(key, value);
-    return 'put';
   }
 
   private async listen(databaseUrl: string): Promise<void> {
@@ -254,6 +286,10 @@ export class KvMirror {
       void this.sync(keys);
     });
   }
+}
+
+function isWrongLastSequence(err: unknown): boolean {
+  return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence;
 }
 
 function throwIfAny(failures: unknown[]): void {

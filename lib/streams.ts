@@ -1,6 +1,7 @@
 // JetStream streams, subjects and KV buckets: public contracts (ARCHITECTURE.md).
 import {
   DiscardPolicy,
+  JetStreamApiCodes,
   JetStreamApiError,
   RetentionPolicy,
   StorageType,
@@ -145,6 +146,14 @@ export class ClusterSettingsMismatch extends Error {
   override name = 'ClusterSettingsMismatch';
 }
 
+/** The settings could not be recorded (the server refused the write or did not answer). */
+export class ClusterSettingsUnwritable extends Error {
+  override name = 'ClusterSettingsUnwritable';
+}
+
+/** Reads and creates of the settings before giving up (another process may create or delete the key meanwhile). */
+const CLUSTER_SETTINGS_ATTEMPTS = 3;
+
 /**
  * Records the cluster's shard count the first time and refuses to start a process that
  * disagrees with it: an ingest node and a worker with different counts would strand shards.
@@ -155,22 +164,31 @@ export async function ensureClusterSettings(
   replicas: number,
 ): Promise<ClusterSettings> {
   const kv = await new Kvm(nc).create(CLUSTER_BUCKET, { history: 1, replicas });
-  const entry = await kv.get('settings');
-  if (entry && entry.operation === 'PUT') {
-    const stored = entry.json<ClusterSettings>();
-    if (stored.shardCount !== wanted.shardCount) {
-      throw new ClusterSettingsMismatch(
-        `this cluster was created with ${stored.shardCount} shards but SHARD_COUNT is ${wanted.shardCount}; ` +
-          `set SHARD_COUNT=${stored.shardCount} (changing it requires draining every stream)`,
-      );
+  for (let attempt = 1; ; attempt++) {
+    const entry = await kv.get('settings');
+    if (entry && entry.operation === 'PUT') {
+      const stored = entry.json<ClusterSettings>();
+      if (stored.shardCount !== wanted.shardCount) {
+        throw new ClusterSettingsMismatch(
+          `this cluster was created with ${stored.shardCount} shards but SHARD_COUNT is ${wanted.shardCount}; ` +
+            `set SHARD_COUNT=${stored.shardCount} (changing it requires draining every stream)`,
+        );
+      }
+      return stored;
     }
-    return stored;
+    try {
+      await kv.create('settings', JSON.stringify(wanted));
+      return wanted;
+    } catch (err) {
+      // "The key exists" means another process created it first, and no answer (a timeout) may
+      // mean ours landed: read again. Any other refusal would fail the same way again.
+      const readAgain = !(err instanceof JetStreamApiError) || err.code === JetStreamApiCodes.StreamWrongLastSequence;
+      if (!readAgain || attempt >= CLUSTER_SETTINGS_ATTEMPTS) {
+        throw new ClusterSettingsUnwritable(
+          `could not record the cluster settings in KV bucket ${CLUSTER_BUCKET} (key settings): ${err instanceof Error ? err.message : String(err)}`,
+          { cause: err },
+        );
+      }
+    }
   }
-  try {
-    await kv.create('settings', JSON.stringify(wanted));
-  } catch {
-    // Another process created it first: check that we agree with what it wrote.
-    return ensureClusterSettings(nc, wanted, replicas);
-  }
-  return wanted;
 }
