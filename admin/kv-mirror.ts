@@ -14,10 +14,10 @@
 // the revision it read (the server refuses it if the key changed since), and the next sync of
 // such a key writes even when the bucket looks right, which makes the late write refused.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { JetStreamApiError } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import pg from 'pg';
-import type { Logger, NatsConnection } from '../lib/index.js';
+import { isWrongLastSequence, type Logger, type NatsConnection } from '../lib/index.js';
 import type { Pool } from './db/pool.js';
 
 const RETRY_MS = 2_000;
@@ -286,10 +286,6 @@ export class KvMirror {
       void this.sync(keys);
     });
   }
-}
-
-function isWrongLastSequence(err: unknown): boolean {
-  return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence;
 }
 
 function throwIfAny(failures: unknown[]): void {

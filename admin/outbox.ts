@@ -125,14 +125,17 @@ export class Outbox {
   }
 }
 
+/** JetStream's "message size exceeds maximum allowed" (the stream's max_msg_size). */
+const MESSAGE_TOO_LARGE = 10054;
+
 /**
  * Whether a publish fails the same way every time: the client refuses the message (larger than
- * max_payload, a bad subject) or JetStream does (4xx, e.g. larger than the stream's max message
- * size). Anything else — NATS or JetStream away, slow, overloaded, or an error not known here —
- * is retried: dropping a request takes being sure.
+ * max_payload, a bad subject) or JetStream finds it larger than the stream allows. Anything else —
+ * NATS or JetStream away, slow, full (account or storage limits answer 400 too), or an error not
+ * known here — is retried: dropping a request takes being sure.
  */
 function isPermanentPublishError(err: unknown): boolean {
-  if (err instanceof JetStreamApiError) return err.status >= 400 && err.status < 500;
+  if (err instanceof JetStreamApiError) return err.code === MESSAGE_TOO_LARGE;
   if (err instanceof RequestError && err.cause !== undefined) return isPermanentPublishError(err.cause);
   return err instanceof InvalidArgumentError || err instanceof InvalidSubjectError;
 }

@@ -146,6 +146,18 @@ export class ClusterSettingsMismatch extends Error {
   override name = 'ClusterSettingsMismatch';
 }
 
+/**
+ * A write refused because the key or subject moved past the revision it named (KV create of an
+ * existing key, update or delete of a stale revision). nats-server 2.11+ answers 10164 where the
+ * server cannot tell the last sequence in a cluster.
+ */
+export function isWrongLastSequence(err: unknown): boolean {
+  return (
+    err instanceof JetStreamApiError &&
+    (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
+  );
+}
+
 /** The settings could not be recorded (the server refused the write or did not answer). */
 export class ClusterSettingsUnwritable extends Error {
   override name = 'ClusterSettingsUnwritable';
@@ -182,7 +194,7 @@ export async function ensureClusterSettings(
     } catch (err) {
       // "The key exists" means another process created it first, and no answer (a timeout) may
       // mean ours landed: read again. Any other refusal would fail the same way again.
-      const readAgain = !(err instanceof JetStreamApiError) || err.code === JetStreamApiCodes.StreamWrongLastSequence;
+      const readAgain = !(err instanceof JetStreamApiError) || isWrongLastSequence(err);
       if (!readAgain || attempt >= CLUSTER_SETTINGS_ATTEMPTS) {
         throw new ClusterSettingsUnwritable(
           `could not record the cluster settings in KV bucket ${CLUSTER_BUCKET} (key settings): ${err instanceof Error ? err.message : String(err)}`,

@@ -1,4 +1,5 @@
 // Real worker processes (workers/main through tsx) sharing shards through NATS KV leases.
+import { Kvm } from '@nats-io/kv';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CapturedEvent } from '../lib/index.js';
@@ -13,6 +14,7 @@ import {
   workerEnv,
   type WorkerProcess,
 } from '../test/workers/harness.js';
+import { WORKERS_BUCKET } from './shard-coordinator.js';
 
 const running: WorkerProcess[] = [];
 
@@ -106,9 +108,17 @@ describe('worker processes', () => {
     a.kill('SIGTERM');
     expect(await a.exited).toBe(0);
     const leftAt = Date.now();
+    // A clean leave deletes its leases before exiting: none is left for the TTL to expire.
+    const bucket = await new Kvm(nc).open(WORKERS_BUCKET);
+    const leftBehind: string[] = [];
+    for await (const key of await bucket.keys('shards.*')) {
+      const entry = await bucket.get(key);
+      if (entry?.operation === 'PUT' && (JSON.parse(entry.string()) as { owner: string }).owner === 'wa') leftBehind.push(key);
+    }
+    expect(leftBehind).toEqual([]);
     const after = await waitForCover([b, c], 'two workers to take the leaver\'s shards');
     expect(after.map((s) => s.length).sort()).toEqual([8, 8]);
-    // A clean leave frees the leases at once: no waiting for the TTL.
+    // So the others take them over at once.
     const handOverMs = Date.now() - leftAt;
     expect(handOverMs, `hand-over took ${handOverMs} ms\n${[a, b, c].map((w) => `--- ${w.id}\n${w.output().slice(-4000)}`).join('\n')}`).toBeLessThan(5_000);
 

@@ -13,7 +13,7 @@
 import { randomUUID } from 'node:crypto';
 import { KvWatchInclude, Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { Logger } from '../lib/index.js';
+import { isWrongLastSequence, type Logger } from '../lib/index.js';
 import { assignShards } from './assignment.js';
 import type { WorkerMetrics } from './metrics.js';
 import { errorText } from './partition-processor.js';
@@ -282,7 +282,7 @@ export class ShardCoordinator {
           lease.deadline = this.deadlineFrom(sentAt);
         } catch (err) {
           const msg = errorText(err);
-          if (/wrong last sequence/i.test(msg)) {
+          if (isWrongLastSequence(err)) {
             // Either an earlier renewal landed after its answer timed out (the key still holds our lease),
             // or the lease expired and may have been taken: then this worker must not act for the shard any more.
             const adopted = await this.adopt(lease.shard).catch(() => undefined);
@@ -305,8 +305,9 @@ export class ShardCoordinator {
     if (!held) return Promise.resolve();
     held.releasing ??= (async () => {
       await held.runner.stop();
-      this.owned.delete(shard);
+      // Still listed while the lease is freed: a tick meanwhile must not adopt it again.
       await this.freeLease(held.lease);
+      this.owned.delete(shard);
       this.metrics.leaseChanges.inc({ change: 'released' });
       this.metrics.ownedShards.set(this.ownedShards().length);
       this.logger.info({ shard }, 'shard released');
@@ -321,7 +322,10 @@ export class ShardCoordinator {
       await withTimeout(this.kv.delete(key, { previousSeq: lease.revision }), this.kvTimeoutMs, 'lease delete');
     } catch (err) {
       // The revision we know may be older than the last write of ours that landed: delete that one.
-      const revision = await this.ownRevision(key).catch(() => undefined);
+      const revision = await this.ownRevision(key).catch((readErr: unknown) => {
+        this.logger.warn({ shard: lease.shard, err: errorText(readErr) }, 'could not read the lease to free it: it expires after the TTL');
+        return undefined;
+      });
       if (revision === undefined) return;
       await withTimeout(this.kv.delete(key, { previousSeq: revision }), this.kvTimeoutMs, 'lease delete').catch((again: unknown) =>
         this.logger.warn({ shard: lease.shard, err: errorText(again), first: errorText(err) }, 'could not free the lease: it expires after the TTL'),
