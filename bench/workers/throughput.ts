@@ -17,6 +17,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import * as hdr from 'hdr-histogram-js';
@@ -452,25 +453,55 @@ function formatTable(r: WorkerThroughputResult): string {
   return ['', 'workers throughput (provisional on a shared machine)', ...rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`), ''].join('\n');
 }
 
-function parseArgs(argv: string[]): Partial<WorkerThroughputOptions> {
-  const out: Partial<WorkerThroughputOptions> = argv.includes('--quick') ? { ...QUICK } : {};
-  const num = (flag: string) => {
-    const i = argv.indexOf(flag);
-    return i >= 0 ? Number(argv[i + 1]) : undefined;
+const USAGE = `usage: node dist/bench/workers/throughput.js [--quick] [--events N] [--persons N] [--latency-rate N] [--no-durable] [--profile]
+  Drains a backlog of the realistic mix with one worker process and reports events/s, CPU per event and latency.`;
+
+/** Command-line options; unknown ones are refused (a typo must not start a minutes-long run with defaults). */
+function optionsFromArgs(argv: string[]): Partial<WorkerThroughputOptions> | undefined {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      quick: { type: 'boolean' },
+      events: { type: 'string' },
+      persons: { type: 'string' },
+      'latency-rate': { type: 'string' },
+      'no-durable': { type: 'boolean' },
+      profile: { type: 'boolean' },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help) return undefined;
+  const count = (option: string, text: string | undefined) => {
+    if (text === undefined) return undefined;
+    const n = Number(text);
+    if (!(n > 0)) throw new Error(`--${option} must be a positive number (got ${JSON.stringify(text)})`);
+    return n;
   };
-  const events = num('--events');
-  const persons = num('--persons');
-  const rate = num('--latency-rate');
+  const out: Partial<WorkerThroughputOptions> = values.quick ? { ...QUICK } : {};
+  const events = count('events', values.events);
+  const persons = count('persons', values.persons);
+  const rate = count('latency-rate', values['latency-rate']);
   if (events) out.events = events;
   if (persons) out.persons = persons;
   if (rate) out.latencyRate = rate;
-  if (argv.includes('--no-durable')) out.durable = false;
-  if (argv.includes('--profile')) out.profile = true;
+  if (values['no-durable']) out.durable = false;
+  if (values.profile) out.profile = true;
   return out;
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  runWorkerThroughput(parseArgs(process.argv.slice(2))).then(
+  let options: Partial<WorkerThroughputOptions> | undefined;
+  try {
+    options = optionsFromArgs(process.argv.slice(2));
+  } catch (err) {
+    console.error(`${(err as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+  if (!options) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  runWorkerThroughput(options).then(
     () => process.exit(0),
     (err: unknown) => {
       console.error(err);
