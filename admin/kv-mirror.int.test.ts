@@ -6,7 +6,7 @@ import { TimeoutError } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../lib/index.js';
 import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
-import { waitFor } from '../test/kit/index.js';
+import { interceptKvCalls, waitFor } from '../test/kit/index.js';
 import { KvMirror, type MirrorSpec } from './kv-mirror.js';
 import { projectsMirror } from './projects-kv.js';
 
@@ -29,25 +29,18 @@ const WRITES = new Set(['put', 'create', 'update', 'delete', 'purge']);
 function withLateWrites(kv: KV) {
   let late: { key: string; land?: () => Promise<unknown> } | undefined;
   let before: { key: string; fn: () => Promise<unknown> } | undefined;
-  const proxy = new Proxy(kv, {
-    get(target, prop) {
-      const real = Reflect.get(target, prop, target) as unknown;
-      if (typeof real !== 'function') return real;
-      const call = (args: unknown[]) => (real as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-      return (...args: unknown[]) => {
-        if (!WRITES.has(String(prop))) return call(args);
-        if (late && !late.land && args[0] === late.key) {
-          late.land = () => call(args);
-          return Promise.reject(new TimeoutError());
-        }
-        if (before && args[0] === before.key) {
-          const { fn } = before;
-          before = undefined;
-          return fn().then(() => call(args));
-        }
-        return call(args);
-      };
-    },
+  const proxy = interceptKvCalls(kv, (method, args, call) => {
+    if (!WRITES.has(method)) return call();
+    if (late && !late.land && args[0] === late.key) {
+      late.land = call;
+      return Promise.reject(new TimeoutError());
+    }
+    if (before && args[0] === before.key) {
+      const { fn } = before;
+      before = undefined;
+      return fn().then(call);
+    }
+    return call();
   });
   return {
     kv: proxy,

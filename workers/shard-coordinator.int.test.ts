@@ -4,7 +4,7 @@ import { Kvm, type KV } from '@nats-io/kv';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../lib/index.js';
 import { connectNats } from '../lib/nats.js';
-import { startNats, waitFor } from '../test/kit/index.js';
+import { interceptKvCalls, startNats, waitFor } from '../test/kit/index.js';
 import { createWorkerMetrics } from './metrics.js';
 import { ShardCoordinator, WORKERS_BUCKET } from './shard-coordinator.js';
 
@@ -26,29 +26,23 @@ function withLateAnswers(kv: KV) {
   const made = new Map<string, number>();
   let creating = 0;
   let mostCreating = 0;
-  const proxy = new Proxy(kv, {
-    get(target, prop) {
-      const real = Reflect.get(target, prop, target) as unknown;
-      if (typeof real !== 'function') return real;
-      return async (...args: unknown[]) => {
-        const call = `${String(prop)} ${String(args[0])}`;
-        made.set(call, (made.get(call) ?? 0) + 1);
-        const isCreate = prop === 'create';
-        if (isCreate) mostCreating = Math.max(mostCreating, ++creating);
-        try {
-          const result: unknown = await (real as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-          const delay = late.get(call);
-          if (delay !== undefined) {
-            late.delete(call);
-            delay.landed();
-            await new Promise((r) => setTimeout(r, delay.ms));
-          }
-          return result;
-        } finally {
-          if (isCreate) creating--;
-        }
-      };
-    },
+  const proxy = interceptKvCalls(kv, async (method, args, run) => {
+    const call = `${method} ${String(args[0])}`;
+    made.set(call, (made.get(call) ?? 0) + 1);
+    const isCreate = method === 'create';
+    if (isCreate) mostCreating = Math.max(mostCreating, ++creating);
+    try {
+      const result = await run();
+      const delay = late.get(call);
+      if (delay !== undefined) {
+        late.delete(call);
+        delay.landed();
+        await new Promise((r) => setTimeout(r, delay.ms));
+      }
+      return result;
+    } finally {
+      if (isCreate) creating--;
+    }
   });
   const answerLate = (call: string, ms: number) => new Promise<void>((landed) => late.set(call, { ms, landed }));
   return { kv: proxy, answerLate, calls: (call: string) => made.get(call) ?? 0, mostCreatesAtOnce: () => mostCreating };

@@ -3,3 +3,4 @@ export { startPostgres, freshDatabase, type PostgresHandle } from './postgres.js
 export { freePort } from '../../deploy/local/ports.js';
 export { waitFor } from '../../deploy/local/wait.js';
 export { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+export { interceptKvCalls, type KvCallHook } from './kv-calls.js';
