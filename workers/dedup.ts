@@ -125,19 +125,34 @@ export function dedupKey(projectId: number, uuid: string): string {
 /**
  * The common case, cheapest: records the batch's (project, uuid) pairs (already unique; uuids
  * checked by isUuid) and returns true when none was seen before. False means some were: the
- * caller rolls the insert back and uses recordEvents, which says which. Runs inside the
+ * caller rolls the transaction back and uses recordEvents, which says which. Runs inside the
  * batch transaction, so a batch that rolls back leaves no trace.
+ *
+ * A plain INSERT: a uuid already in this generation fails it on the primary key (23505), which
+ * answers "not all new" as well as ON CONFLICT DO NOTHING's short row count would, without its
+ * speculative insertion (measured: 4.8 against 6.9 µs of PostgreSQL per uuid, batches of 2,000).
+ * A concurrent batch inserting the same uuid makes this one wait for it, then fail if it committed.
  */
 export async function recordNewEvents(client: pg.ClientBase, generation: number, projectIds: number[], uuids: string[]): Promise<boolean> {
   if (uuids.length === 0) return true;
-  const { rowCount } = await client.query(
-    `INSERT INTO event_dedup (generation, project_id, uuid)
-     SELECT $3, i.project_id, i.uuid FROM unnest($1::int[], $2::uuid[]) AS i(project_id, uuid)
-     WHERE NOT EXISTS (SELECT 1 FROM event_dedup d WHERE d.generation = $4 AND d.project_id = i.project_id AND d.uuid = i.uuid)
-     ON CONFLICT DO NOTHING`,
-    [plainArrayLiteral(projectIds), plainArrayLiteral(uuids), generation, generation - 1],
-  );
-  return rowCount === uuids.length;
+  try {
+    const { rowCount } = await client.query(
+      `INSERT INTO event_dedup (generation, project_id, uuid)
+       SELECT $3, i.project_id, i.uuid FROM unnest($1::int[], $2::uuid[]) AS i(project_id, uuid)
+       WHERE NOT EXISTS (SELECT 1 FROM event_dedup d WHERE d.generation = $4 AND d.project_id = i.project_id AND d.uuid = i.uuid)`,
+      [plainArrayLiteral(projectIds), plainArrayLiteral(uuids), generation, generation - 1],
+    );
+    return rowCount === uuids.length;
+  } catch (err) {
+    if (isDedupKeyTaken(err)) return false;
+    throw err;
+  }
+}
+
+function isDedupKeyTaken(err: unknown): boolean {
+  const e = err as { code?: string; table?: string } | undefined;
+  // The violation names the partition (event_dedup_<generation>), not the parent.
+  return e?.code === '23505' && (e.table ?? '').startsWith('event_dedup');
 }
 
 /**

@@ -101,6 +101,35 @@ describe('positions and dedup', () => {
     expect(await fresh(g + 2, 2)).toBe(true);
   });
 
+  it.each(Object.entries(recorders))(
+    'dedup (%s) - of two open batches with the same uuid, the second waits for the first and finds it a duplicate once it commits',
+    async (name, record) => {
+      const dedup = new DedupGenerations(1_000);
+      const g = dedup.current(name === 'recordEvents' ? 40_000_000 : 50_000_000);
+      await dedup.ensure(pool, g, g + 1);
+      const u = uuidv7();
+      const [first, second] = [await pool.connect(), await pool.connect()];
+      try {
+        await beginBatch(first);
+        expect(await record(first, g, [3], [u])).toBe(true);
+        await beginBatch(second);
+        let settled = false;
+        const waiting = record(second, g, [3], [u]).finally(() => (settled = true));
+        await waitFor('the second batch waiting on the first', async () => {
+          const { rowCount } = await pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO event_dedup%'");
+          return (rowCount ?? 0) > 0;
+        });
+        expect(settled).toBe(false);
+        await first.query('COMMIT');
+        expect(await waiting).toBe(false);
+        await second.query('ROLLBACK');
+      } finally {
+        first.release();
+        second.release();
+      }
+    },
+  );
+
   it('dedup - the exact path names the duplicates of a batch; expired generations are dropped whole', async () => {
     const windowMs = 1_000;
     const dedup = new DedupGenerations(windowMs);
