@@ -80,6 +80,14 @@ export function cpuSeconds(...pids: (number | undefined)[]): number {
   return ticks / 100;
 }
 
+/** Seconds of CPU the whole machine spent busy, idle and idle waiting for disk I/O, all cores together (/proc/stat). */
+export function machineCpuSeconds(): { busy: number; idle: number; iowait: number } {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal (guest time is already in user)
+  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = fields;
+  return { busy: (user + nice + system + irq + softirq + steal) / 100, idle: idle / 100, iowait: iowait / 100 };
+}
+
 /** A process and its children (e.g. the postmaster and its backends). */
 export function withChildren(pid: number | undefined): number[] {
   if (pid === undefined) return [];
