@@ -109,21 +109,24 @@ describe('positions and dedup', () => {
       await dedup.ensure(pool, g, g + 1);
       const u = uuidv7();
       const [first, second] = [await pool.connect(), await pool.connect()];
+      const backendPid = async (c: pg.PoolClient) => (await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      const [firstPid, secondPid] = [await backendPid(first), await backendPid(second)];
       try {
         await beginBatch(first);
         expect(await record(first, g, [3], [u])).toBe(true);
         await beginBatch(second);
         let settled = false;
         const waiting = record(second, g, [3], [u]).finally(() => (settled = true));
-        await waitFor('the second batch waiting on the first', async () => {
-          const { rowCount } = await pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO event_dedup%'");
+        await waitFor('the second batch blocked by the first', async () => {
+          const { rowCount } = await pool.query('SELECT 1 WHERE $2::int = ANY(pg_blocking_pids($1))', [secondPid, firstPid]);
           return (rowCount ?? 0) > 0;
         });
         expect(settled).toBe(false);
         await first.query('COMMIT');
         expect(await waiting).toBe(false);
-        await second.query('ROLLBACK');
       } finally {
+        await first.query('ROLLBACK').catch(() => undefined);
+        await second.query('ROLLBACK').catch(() => undefined);
         first.release();
         second.release();
       }

@@ -88,6 +88,17 @@ export function machineCpuSeconds(): { busy: number; idle: number; iowait: numbe
   return { busy: (user + nice + system + irq + softirq + steal) / 100, idle: idle / 100, iowait: iowait / 100 };
 }
 
+/** CPU seconds of a process's children that have ended and been waited for (cutime + cstime). */
+export function reapedChildrenCpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const fields = statFields(pid);
+    return (Number(fields[13]) + Number(fields[14])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
 /** A process and its children (e.g. the postmaster and its backends). */
 export function withChildren(pid: number | undefined): number[] {
   if (pid === undefined) return [];

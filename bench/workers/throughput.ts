@@ -41,7 +41,7 @@ import {
 } from '../../lib/index.js';
 import { personUuidFor } from '../../workers/index.js';
 import { cpuBounds, drainWindow, type DrainSample, type DrainWindow } from '../lib/drain-window.js';
-import { cpuSeconds, machineCpuSeconds, withChildren } from '../lib/processes.js';
+import { cpuSeconds, machineCpuSeconds, reapedChildrenCpuSeconds, withChildren } from '../lib/processes.js';
 import type { Table } from '../lib/report.js';
 
 export interface WorkerThroughputOptions {
@@ -171,8 +171,15 @@ const publishedByShard = new Map<number, [number, number][]>();
 const STEADY_MIN_SECONDS = 5;
 
 function steadyWindow(samples: readonly DrainSample[], total: number): DrainWindow | undefined {
+  // A small backlog (--quick) can be 30% processed before the first sample: no start to measure from.
+  if (samples[0]!.processed > 0.3 * total) return undefined;
   const w = drainWindow(samples, total, 0.3, 0.9);
   return w.seconds >= STEADY_MIN_SECONDS ? w : undefined;
+}
+
+/** PostgreSQL's CPU: the postmaster, its live backends, and those it has reaped (ended connections, autovacuum workers). */
+function postgresCpuSeconds(pid: number | undefined): number {
+  return cpuSeconds(...withChildren(pid)) + reapedChildrenCpuSeconds(pid);
 }
 
 /** Events of the backlog whose messages are at or below their shard's committed position. */
@@ -357,7 +364,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     const sample = (at: Map<number, number>): DrainSample => ({
       t: performance.now(),
       processed: eventsUpTo(at),
-      cpu: { worker: cpuSeconds(workerPid), postgres: cpuSeconds(...withChildren(postgres.pid)), nats: cpuSeconds(nats.pid) },
+      cpu: { worker: cpuSeconds(workerPid), postgres: postgresCpuSeconds(postgres.pid), nats: cpuSeconds(nats.pid) },
       machine: machineCpuSeconds(),
     });
     const samples: DrainSample[] = [sample(await positions())];
@@ -382,7 +389,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     const perEvent = (used: number) => Math.round((used / drained) * 1e6 * 10) / 10;
     const cpu = {
       workerUsPerEvent: perEvent(cpuSeconds(child.pid) - cpu0.worker),
-      postgresUsPerEvent: perEvent(cpuSeconds(...withChildren(postgres.pid)) - cpu0.postgres),
+      postgresUsPerEvent: perEvent(postgresCpuSeconds(postgres.pid) - cpu0.postgres),
       natsUsPerEvent: perEvent(cpuSeconds(nats.pid) - cpu0.nats),
     };
     const throughput = {
@@ -496,7 +503,7 @@ export function workerThroughputTable(r: WorkerThroughputResult): Table {
 }
 
 function steadyRows(w: DrainWindow | undefined): [string, string][] {
-  if (!w) return [['steady state', `not measured (30–90% of the backlog took under ${STEADY_MIN_SECONDS} s)`]];
+  if (!w) return [['steady state', `not measured (a drain this short has no 30–90% window of ${STEADY_MIN_SECONDS} s)`]];
   return [
     [`steady state (${percent(w.from)}–${percent(w.to)} drained), events/s`, String(w.eventsPerSecond)],
     ['  CPU µs/event worker / postgres / nats', cpuText(w.cpu)],
