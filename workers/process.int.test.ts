@@ -88,7 +88,8 @@ describe('worker processes', () => {
     await using nats = await startNats();
     const { nc, js } = await connectAndCreateStreams(nats.url);
     // A TTL far above the hand-over time allowed below: leases left to expire could not pass for a clean leave.
-    const env = { ...workerEnv(nats.url, await freshDatabase()), WORKER_LEASE_TTL: '10s' };
+    // At info level, a failure shows each worker's membership changes, acquisitions and releases with their times.
+    const env = { ...workerEnv(nats.url, await freshDatabase()), WORKER_LEASE_TTL: '10s', LOG_LEVEL: 'info' };
     const sent = events(1, 2_000, 97);
     await publishEvents(js, sent.slice(0, 1_000));
 

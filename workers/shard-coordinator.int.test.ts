@@ -117,6 +117,38 @@ describe('shard coordinator', () => {
     for (let shard = 0; shard < SHARDS; shard++) expect(await leaseHolder(bucket, shard)).toBeUndefined();
   });
 
+  it('coordinator - a clean leave is taken over at once while listing the members fails', async () => {
+    const nats = await startNats();
+    cleanups.push(() => nats[Symbol.asyncDispose]());
+    const nc = await connectNats(nats.url, 'coordinator-test');
+    cleanups.push(() => nc.close());
+    const bucket = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
+    let listingFails = false;
+    // b's listings hang (a loaded NATS) once both workers share the shards.
+    const slowListing = interceptKvCalls(bucket, (method, _args, run) => (method === 'keys' && listingFails ? new Promise(() => undefined) : run()));
+    const coordinator = (id: string, kv: KV) => {
+      const c = new ShardCoordinator(
+        kv,
+        { workerId: id, shardCount: SHARDS, ttlMs: TTL_MS, replicas: 1 },
+        () => ({ stop: () => Promise.resolve() }),
+        createLogger('coordinator-test', 'silent'),
+        createWorkerMetrics(),
+      );
+      cleanups.push(() => c.stop());
+      return c;
+    };
+    const a = coordinator('a', bucket);
+    const b = coordinator('b', slowListing);
+    await a.start();
+    await b.start();
+    await waitFor('a and b to share the shards', () => a.ownedShards().length === 2 && b.ownedShards().length === 2, 10_000, 20);
+
+    listingFails = true;
+    await a.stop();
+    // a deleted its membership and its leases; b saw the membership go in its watch.
+    await waitFor('b to take over every shard', () => b.ownedShards().length === SHARDS, 2_000, 20);
+  });
+
   it('coordinator - takes over many shards at once, not one round trip after another', async () => {
     const { coordinator, answerLate, mostCreatesAtOnce } = await coordinatorWithLateAnswers();
     for (let shard = 0; shard < SHARDS; shard++) void answerLate(`create shards.${shard}`, 300);

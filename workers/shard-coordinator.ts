@@ -59,6 +59,8 @@ export class ShardCoordinator {
   private stopped = false;
   private watcher: { stop(): void } | undefined;
   private members: string[] = [];
+  /** Members whose key the watch saw deleted since the last listing: a listing that fails cannot hide a clean leave. */
+  private readonly departed = new Set<string>();
   private joined = false;
   /** Written in every lease value: tells this process's leases from any other's, even one with the same worker id. */
   private readonly instance = randomUUID();
@@ -153,6 +155,8 @@ export class ShardCoordinator {
     const removed = entry.operation === 'DEL' || entry.operation === 'PURGE';
     if (entry.key.startsWith('members.')) {
       const id = entry.key.slice('members.'.length);
+      if (removed) this.departed.add(id);
+      else this.departed.delete(id);
       if (removed || !this.members.includes(id)) this.schedule();
     } else if (entry.key.startsWith('shards.') && removed) {
       this.schedule();
@@ -162,17 +166,20 @@ export class ShardCoordinator {
   private async tick(): Promise<void> {
     if (this.stopped) return;
     const { workerId, shardCount } = this.options;
-    try {
-      await withTimeout(
-        this.kv.put(this.memberKey, JSON.stringify({ id: workerId, pid: process.pid, at: new Date().toISOString() })),
-        this.kvTimeoutMs,
-        'membership heartbeat',
-      );
-      this.joined = true;
-    } catch (err) {
-      this.logger.warn({ err: errorText(err) }, 'membership heartbeat failed');
-    }
-    await this.renewAll();
+    // Side by side: when NATS answers slowly, a tick must not wait out one timeout after another.
+    const heartbeat = async () => {
+      try {
+        await withTimeout(
+          this.kv.put(this.memberKey, JSON.stringify({ id: workerId, pid: process.pid, at: new Date().toISOString() })),
+          this.kvTimeoutMs,
+          'membership heartbeat',
+        );
+        this.joined = true;
+      } catch (err) {
+        this.logger.warn({ err: errorText(err) }, 'membership heartbeat failed');
+      }
+    };
+    await Promise.all([heartbeat(), this.renewAll()]);
     for (const shard of this.lost) {
       this.lost.delete(shard);
       if (this.owned.has(shard)) void this.release(shard);
@@ -181,9 +188,17 @@ export class ShardCoordinator {
     let members: string[];
     try {
       members = await this.listMembers();
+      for (const id of this.departed) if (!members.includes(id)) this.departed.delete(id);
     } catch (err) {
-      this.logger.warn({ err: errorText(err) }, 'cannot list members: keeping the current shards');
-      return;
+      // A member that left cleanly deleted its key and the watch saw it: its shards are taken over
+      // now, not once listing works again (a loaded NATS can fail listings for several ticks).
+      const left = this.members.filter((m) => this.departed.has(m));
+      if (left.length === 0) {
+        this.logger.warn({ err: errorText(err) }, 'cannot list members: keeping the current shards');
+        return;
+      }
+      members = this.members.filter((m) => !this.departed.has(m));
+      this.logger.warn({ err: errorText(err), left }, 'cannot list members: acting on the leaves the watch saw');
     }
     if (!members.includes(workerId)) members.push(workerId);
     const changed = members.slice().sort().join(',') !== this.members.slice().sort().join(',');
