@@ -140,6 +140,23 @@ describe('per-batch queries on large tables', () => {
     expect(read.person_distinct_ids).toBeLessThan(1_000);
   });
 
+  it('pool - its sessions plan no parallel workers, even where PostgreSQL would use them', async () => {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      // Parallelism made free: the planner would gather a scan of persons (50k rows) from parallel workers.
+      await client.query('SET LOCAL parallel_setup_cost = 0; SET LOCAL parallel_tuple_cost = 0; SET LOCAL min_parallel_table_scan_size = 0');
+      const plan = async () => JSON.stringify((await client.query('EXPLAIN (FORMAT JSON) SELECT count(*) FROM persons')).rows);
+      expect(await plan()).not.toMatch(/Gather/);
+      // PostgreSQL's default in the same session does (so the check above can fail).
+      await client.query('SET LOCAL max_parallel_workers_per_gather = 2');
+      expect(await plan()).toMatch(/Gather/);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
+
   it('dedup - a batch checks the previous generation (200k rows) by index, reading none of it', async () => {
     const dedup = new DedupGenerations(60_000);
     const generation = dedup.current();
