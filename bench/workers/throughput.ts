@@ -40,7 +40,7 @@ import {
   type NatsConnection,
 } from '../../lib/index.js';
 import { personUuidFor } from '../../workers/index.js';
-import { cpuBounds, drainWindow, type DrainSample, type DrainWindow } from '../lib/drain-window.js';
+import { drainFigures, drainWindow, type DrainFigures, type DrainSample, type DrainWindow } from '../lib/drain-window.js';
 import { cpuSeconds, machineCpuSeconds, reapedChildrenCpuSeconds, withChildren } from '../lib/processes.js';
 import type { Table } from '../lib/report.js';
 
@@ -71,13 +71,8 @@ export interface WorkerThroughputResult {
   at: string;
   options: Omit<WorkerThroughputOptions, 'log' | 'signal'>;
   mix: Record<string, number>;
-  throughput: {
-    events: number;
-    seconds: number;
-    eventsPerSecond: number;
-    cpu: { workerUsPerEvent: number; postgresUsPerEvent: number; natsUsPerEvent: number };
-    workerCoreBoundEventsPerSecond: number;
-    twoCoreBoundEventsPerSecond: number;
+  /** The whole drain, from a cold start. */
+  throughput: DrainFigures & {
     /**
      * The same figures between 30% and 90% of the backlog processed (the worker warmed up);
      * undefined when that took under STEADY_MIN_SECONDS (--quick): the batches in flight at either
@@ -385,21 +380,12 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
       const text = await fetch(`${statusUrl}/metrics`).then((r) => r.text());
       o.log(text.split('\n').filter((l) => /^spate_worker_(batch_duration_seconds_(sum|count)|batch_events_(sum|count)|batch_phase_seconds_sum|batch_retries|person_cache|publish_dup)/.test(l)).join('\n'));
     }
-    const drained = o.events - n0;
-    const perEvent = (used: number) => Math.round((used / drained) * 1e6 * 10) / 10;
-    const cpu = {
-      workerUsPerEvent: perEvent(cpuSeconds(child.pid) - cpu0.worker),
-      postgresUsPerEvent: perEvent(postgresCpuSeconds(postgres.pid) - cpu0.postgres),
-      natsUsPerEvent: perEvent(cpuSeconds(nats.pid) - cpu0.nats),
+    const used = {
+      worker: cpuSeconds(child.pid) - cpu0.worker,
+      postgres: postgresCpuSeconds(postgres.pid) - cpu0.postgres,
+      nats: cpuSeconds(nats.pid) - cpu0.nats,
     };
-    const throughput = {
-      events: drained,
-      seconds,
-      eventsPerSecond: Math.round(drained / seconds),
-      cpu,
-      ...cpuBounds(cpu),
-      steady: steadyWindow(samples, o.events),
-    };
+    const throughput = { ...drainFigures(o.events - n0, seconds, used), steady: steadyWindow(samples, o.events) };
     o.log(`throughput: ${throughput.eventsPerSecond} events/s (whole drain), ${throughput.steady?.eventsPerSecond ?? 'not measured'} events/s (steady)`);
 
     // Latency at a fixed rate, in 100 ms ticks.
