@@ -65,19 +65,21 @@ function statFields(pid: number | string): string[] {
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 
+/** Two adjacent clock-tick fields of /proc/<pid>/stat (user, system) in seconds; 0 once the process has ended. */
+function statSeconds(pid: number, userField: number): number {
+  try {
+    const fields = statFields(pid);
+    return (Number(fields[userField]) + Number(fields[userField + 1])) / 100; // clock ticks, 100/s
+  } catch {
+    return 0; // ended: its time is no longer visible
+  }
+}
+
 /** CPU seconds (user + system) these processes have used so far; one that has ended counts 0. */
 export function cpuSeconds(...pids: (number | undefined)[]): number {
-  let ticks = 0;
-  for (const pid of pids) {
-    if (pid === undefined) continue;
-    try {
-      const fields = statFields(pid);
-      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime in clock ticks (100/s)
-    } catch {
-      // ended: its time is no longer visible
-    }
-  }
-  return ticks / 100;
+  let seconds = 0;
+  for (const pid of pids) if (pid !== undefined) seconds += statSeconds(pid, 11); // utime, stime
+  return seconds;
 }
 
 /** Seconds of CPU the whole machine spent busy, idle and idle waiting for disk I/O, all cores together (/proc/stat). */
@@ -90,13 +92,7 @@ export function machineCpuSeconds(): { busy: number; idle: number; iowait: numbe
 
 /** CPU seconds of a process's children that have ended and been waited for (cutime + cstime). */
 export function reapedChildrenCpuSeconds(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const fields = statFields(pid);
-    return (Number(fields[13]) + Number(fields[14])) / 100;
-  } catch {
-    return 0;
-  }
+  return pid === undefined ? 0 : statSeconds(pid, 13);
 }
 
 /** A process and its children (e.g. the postmaster and its backends). */

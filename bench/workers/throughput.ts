@@ -75,8 +75,9 @@ export interface WorkerThroughputResult {
   throughput: DrainFigures & {
     /**
      * The same figures between 30% and 90% of the backlog processed (the worker warmed up);
-     * undefined when that took under STEADY_MIN_SECONDS (--quick): the batches in flight at either
-     * end, whose CPU is spent before their events count as processed, would skew the figures.
+     * undefined for a backlog too small for that (--quick): 30% processed before the first sample,
+     * or the window under STEADY_MIN_SECONDS, where the batches in flight at either end (their CPU
+     * is spent before their events count as processed) would skew the figures.
      */
     steady: DrainWindow | undefined;
   };
@@ -344,10 +345,8 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
       );
       return new Map(rows.map((r) => [r.shard, Number(r.position)]));
     };
-    const caughtUp = async () => {
-      const at = await positions();
-      return [...lastSeqByShard].every(([shard, seq]) => (at.get(shard) ?? 0) >= seq);
-    };
+    const caughtUpAt = (at: Map<number, number>) => [...lastSeqByShard].every(([shard, seq]) => (at.get(shard) ?? 0) >= seq);
+    const caughtUp = async () => caughtUpAt(await positions());
 
     o.log('worker started: draining the backlog…');
     await waitFor('the worker to start', async () => [...(await positions()).values()].some((p) => p > 0), 120_000, 100, o.signal).catch((err: Error) => {
@@ -369,7 +368,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
       async () => {
         const at = await positions();
         samples.push(sample(at));
-        return [...lastSeqByShard].every(([shard, seq]) => (at.get(shard) ?? 0) >= seq);
+        return caughtUpAt(at);
       },
       30 * 60_000,
       250,
