@@ -25,6 +25,11 @@ export const workerConfigDefinition = {
     envDuration('10s'),
     'shard lease time-to-live: a worker that dies loses its shards after this long (the first worker sets it on the bucket)',
   ),
+  batchConcurrency: setting(
+    'WORKER_BATCH_CONCURRENCY',
+    envInt(4, 1),
+    'batches this worker processes at once, across all its shards and streams (the others wait their turn): a few overlap PostgreSQL and NATS round trips; each holds its events in memory, so many more slow the worker down (garbage collection)',
+  ),
   batchMaxEvents: setting('WORKER_BATCH_MAX_EVENTS', envInt(10_000, 1), 'most events processed in one batch (one transaction)'),
   batchMaxBytes: setting('WORKER_BATCH_MAX_BYTES', envBytes('8MiB'), 'most source bytes processed in one batch'),
   fetchMaxBytes: setting(

@@ -1,6 +1,7 @@
 // The worker deployable: per-shard processing of persons, aliases and groups (ARCHITECTURE.md).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import pLimit from 'p-limit';
 import {
   connectNats,
   createLogger,
@@ -127,6 +128,8 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     maintenance.unref();
     cleanups.push(() => Promise.resolve(clearInterval(maintenance)));
 
+    const batchSlots = pLimit(config.batchConcurrency);
+    metrics.trackBatchSlots(() => ({ active: batchSlots.activeCount, waiting: batchSlots.pendingCount }));
     const ctx: PartitionContext = {
       js: jetstream(nc),
       jsm,
@@ -144,6 +147,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         fetchMaxBytes: config.fetchMaxBytes,
         publishPartBytes: config.publishPartBytes,
       },
+      batchSlots,
       maxPayload: () => nc.info?.max_payload ?? 1024 * 1024,
       faults: deps.faults,
     };

@@ -26,8 +26,29 @@ export function createWorkerMetrics() {
       if (value !== undefined) this.set({ stream: g.stream, shard: String(g.shard) }, value);
     }
   };
+  let batchSlots: () => { active: number; waiting: number } = () => ({ active: 0, waiting: 0 });
   return {
     registry,
+    /** Reports the batches in flight and waiting for a turn (WORKER_BATCH_CONCURRENCY). */
+    trackBatchSlots(read: () => { active: number; waiting: number }): void {
+      batchSlots = read;
+    },
+    batchesInFlight: new Gauge({
+      name: 'spate_worker_batches_in_flight',
+      help: 'Batches being processed now (at most WORKER_BATCH_CONCURRENCY)',
+      registers: r,
+      collect() {
+        this.set(batchSlots().active);
+      },
+    }),
+    batchesWaiting: new Gauge({
+      name: 'spate_worker_batches_waiting',
+      help: 'Batches taken from their shard and waiting for a turn: above zero for long, the worker is behind',
+      registers: r,
+      collect() {
+        this.set(batchSlots().waiting);
+      },
+    }),
     /** Reports a running partition's position and lag until the returned function is called. */
     trackPartition(read: () => PartitionGauges): () => void {
       partitions.add(read);

@@ -8,6 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { JetStreamClient, JetStreamManager, JsMsg, MsgRequest } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
+import type { LimitFunction } from 'p-limit';
 import type pg from 'pg';
 import { HEADER_EVENT_COUNT, STREAMS, shardFilter, type Logger, type StreamKind } from '../lib/index.js';
 import { packOutputs, parseMessages, processedLine, type OutputLine, type SourceMessage } from './batch-codec.js';
@@ -48,6 +49,11 @@ export interface PartitionContext {
   logger: Logger;
   workerId: string;
   limits: BatchLimits;
+  /**
+   * Turns for batches, shared by all of a worker's partitions (WORKER_BATCH_CONCURRENCY). Batches
+   * waiting for a turn hold only their messages; parsed events live just while one is processed.
+   */
+  batchSlots: LimitFunction;
   maxPayload: () => number;
   faults?: WorkerFaults;
 }
@@ -242,10 +248,16 @@ export class PartitionProcessor {
       if (this.stopping && attempt > 0) throw new StoppedError('stopping with a batch not committed: it will be replayed');
       if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before the batch committed');
       try {
-        await this.processOnce(messages, end, planned);
+        // A turn per attempt: a batch pausing between attempts leaves its turn to other shards.
+        await this.ctx.batchSlots(async () => {
+          // Nothing of the batch is done yet: a shard being handed over leaves it to the next owner.
+          if (this.stopping) throw new StoppedError('stopping before the batch had its turn: it will be processed later');
+          if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed while the batch waited for its turn');
+          await this.processOnce(messages, end, planned);
+        });
         return;
       } catch (err) {
-        if (err instanceof OwnershipLostError || err instanceof PositionMovedError) throw err;
+        if (err instanceof OwnershipLostError || err instanceof PositionMovedError || err instanceof StoppedError) throw err;
         const conflict = err instanceof PersonConflictError || isConflictDbError(err);
         const reason = conflict ? 'conflict' : isTransientDbError(err) || isNatsUnavailable(err) ? 'unavailable' : 'error';
         this.ctx.metrics.batchRetries.inc({ reason });

@@ -1,0 +1,86 @@
+// WORKER_BATCH_CONCURRENCY: a worker processes at most that many batches at once, across all of
+// its shards; the others wait for a turn, and a batch still waiting when its shard is stopped is
+// left to the next owner, not lost.
+import { Kvm } from '@nats-io/kv';
+import { describe, expect, it } from 'vitest';
+import { shardOf } from '../lib/index.js';
+import { freshDatabase, startNats, waitFor } from '../test/kit/index.js';
+import { capture, connectAndCreateStreams, publishEvents, readProcessed, testDeps, workerConfig } from '../test/workers/harness.js';
+import { startWorker } from './index.js';
+import { WORKERS_BUCKET } from './shard-coordinator.js';
+
+/** Two distinct ids on different shards. */
+function idsOnTwoShards(): [string, string] {
+  const first = 'turn-a';
+  for (let i = 0; ; i++) if (shardOf(`turn-b${i}`, 16) !== shardOf(first, 16)) return [first, `turn-b${i}`];
+}
+
+async function gauge(statusUrl: string, name: string): Promise<number> {
+  const text = await (await fetch(`${statusUrl}/metrics`)).text();
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : NaN;
+}
+
+describe('batch turns', () => {
+  it('batch turns - with WORKER_BATCH_CONCURRENCY=1 a second shard waits while a batch is in flight; a batch still waiting at stop is processed by the next worker, once', async () => {
+    await using nats = await startNats();
+    const { nc, js } = await connectAndCreateStreams(nats.url);
+    const databaseUrl = await freshDatabase();
+    const [a, b] = idsOnTwoShards();
+
+    // The first batch published is held between publish and commit until released.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let held: { shard: number } | undefined;
+    const first = await startWorker(
+      workerConfig(nats.url, databaseUrl, { WORKER_BATCH_CONCURRENCY: '1' }),
+      testDeps({
+        faults: {
+          afterPublish: async (info) => {
+            if (held) return;
+            held = { shard: info.shard };
+            await released;
+          },
+        },
+      }),
+    );
+    let second: Awaited<ReturnType<typeof startWorker>> | undefined;
+    try {
+      const eventA = capture(5, 'first', a);
+      await publishEvents(js, [eventA]);
+      await waitFor('the first batch to be held after publishing', () => held !== undefined);
+      expect(held!.shard).toBe(shardOf(a, 16));
+
+      const eventB = capture(5, 'second', b);
+      await publishEvents(js, [eventB]);
+      await waitFor('the second shard to wait for its turn', async () => (await gauge(first.statusUrl, 'spate_worker_batches_waiting')) === 1);
+      expect(await gauge(first.statusUrl, 'spate_worker_batches_in_flight')).toBe(1);
+      // Given a turn, it would be on PROCESSED within milliseconds; it is not there a while later.
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await readProcessed(nc)).map((l) => l.uuid)).toEqual([eventA.uuid]);
+
+      // Stop while the batch waits. The worker leaves the membership and then stops its shards:
+      // once its member key is gone, the waiting batch is told to stop before it has a turn.
+      const stopping = first.stop();
+      const bucket = await new Kvm(nc).open(WORKERS_BUCKET);
+      await waitFor('the worker to leave', async () => (await bucket.get(`members.${first.workerId}`))?.operation !== 'PUT');
+      await new Promise((r) => setTimeout(r, 100));
+      release();
+      await stopping;
+      // The held batch committed; the waiting one was left untouched for the next owner.
+      expect((await readProcessed(nc)).map((l) => l.uuid)).toEqual([eventA.uuid]);
+
+      second = await startWorker(workerConfig(nats.url, databaseUrl), testDeps());
+      let lines: Awaited<ReturnType<typeof readProcessed>> = [];
+      await waitFor('both events on PROCESSED', async () => (lines = await readProcessed(nc)).length >= 2);
+      await new Promise((r) => setTimeout(r, 500));
+      lines = await readProcessed(nc);
+      expect(lines.map((l) => l.uuid).sort()).toEqual([eventA.uuid, eventB.uuid].sort());
+    } finally {
+      release();
+      await first.stop();
+      await second?.stop();
+      await nc.close();
+    }
+  });
+});
