@@ -152,13 +152,13 @@ export class PartitionProcessor {
         this.feed = feed;
         this.log.debug({ position: this.position, fence: this.fence, planned: this.planned }, 'partition started');
         while (!this.stopping) {
-          const batch = await this.nextBatch(feed, this.planned);
-          if (!batch) {
+          if (!(await this.batchReady(feed))) {
             if (feed.ended) throw feed.error instanceof Error ? feed.error : new Error(`consumer ended: ${String(feed.error)}`);
             await this.probeForStall(feed);
             continue;
           }
-          await this.processWithRetry(batch.messages, batch.end, batch.end === this.planned);
+          const current = feed;
+          await this.processWithRetry(() => this.takeBatch(current));
           failures = 0;
         }
       } catch (err) {
@@ -212,26 +212,35 @@ export class PartitionProcessor {
   }
 
   /**
-   * The next batch: whatever is buffered, within limits. A batch planned before a crash is
-   * replayed exactly: it waits until the feed reaches the planned end (or shows nothing more
-   * exists up to it) and takes nothing past it.
+   * Waits until a batch can be taken (false: nothing yet). A batch planned before a crash is
+   * replayed exactly: it waits until the feed reaches the planned end, or shows nothing more
+   * exists up to it.
    */
-  private async nextBatch(feed: MessageFeed, pendingEnd: number | undefined): Promise<{ messages: JsMsg[]; end: number } | undefined> {
+  private async batchReady(feed: MessageFeed): Promise<boolean> {
     await feed.waitForMessages(1_000);
-    if (this.stopping || !feed.peekLast()) return undefined;
-    const limits = this.ctx.limits;
-    if (pendingEnd === undefined || pendingEnd <= this.position) {
-      const messages = feed.take({ maxEvents: limits.maxEvents, maxBytes: limits.maxBytes });
-      return messages.length > 0 ? { messages, end: messages[messages.length - 1]!.seq } : undefined;
-    }
-    // A planned batch may have been published already: replay exactly its messages, so it gets
-    // the same PROCESSED ids. Wait until the feed reaches its end, or shows nothing exists up to it.
-    const last = feed.peekLast()!;
-    if (last.seq < pendingEnd && last.info.pending > 0) {
+    const last = feed.peekLast();
+    if (this.stopping || !last) return false;
+    const pendingEnd = this.planned;
+    if (pendingEnd !== undefined && pendingEnd > this.position && last.seq < pendingEnd && last.info.pending > 0) {
       // The planned batch may be bigger than the buffer (limits lowered since it was planned).
       feed.fillThrough(pendingEnd);
       await sleep(20);
-      return undefined;
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * The batch, taken when it has its turn: whatever is buffered by then, within limits (a shard
+   * that waited for its turn takes a bigger batch). A planned batch (it may have been published
+   * already) is exactly its messages, so it gets the same PROCESSED ids.
+   */
+  private takeBatch(feed: MessageFeed): { messages: JsMsg[]; end: number; planned: boolean } | undefined {
+    const limits = this.ctx.limits;
+    const pendingEnd = this.planned;
+    if (pendingEnd === undefined || pendingEnd <= this.position) {
+      const messages = feed.take({ maxEvents: limits.maxEvents, maxBytes: limits.maxBytes });
+      return messages.length > 0 ? { messages, end: messages[messages.length - 1]!.seq, planned: false } : undefined;
     }
     const messages = feed.take({ maxEvents: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER, untilSeq: pendingEnd });
     if (messages.length === 0) {
@@ -240,10 +249,12 @@ export class PartitionProcessor {
       return undefined;
     }
     // Messages missing up to the planned end no longer exist (expired): the batch covers them too.
-    return { messages, end: pendingEnd };
+    return { messages, end: pendingEnd, planned: true };
   }
 
-  private async processWithRetry(messages: JsMsg[], end: number, planned: boolean): Promise<void> {
+  /** Takes the batch at its first turn and processes it until it commits; the same messages on every attempt. */
+  private async processWithRetry(take: () => { messages: JsMsg[]; end: number; planned: boolean } | undefined): Promise<void> {
+    let batch: ReturnType<typeof take>;
     for (let attempt = 0; ; attempt++) {
       if (this.stopping && attempt > 0) throw new StoppedError('stopping with a batch not committed: it will be replayed');
       if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before the batch committed');
@@ -251,9 +262,10 @@ export class PartitionProcessor {
         // A turn per attempt: a batch pausing between attempts leaves its turn to other shards.
         await this.ctx.batchSlots(async () => {
           // Nothing of the batch is done yet: a shard being handed over leaves it to the next owner.
-          if (this.stopping) throw new StoppedError('stopping before the batch had its turn: it will be processed later');
+          if (this.stopping && attempt === 0) throw new StoppedError('stopping before the batch had its turn: it will be processed later');
           if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed while the batch waited for its turn');
-          await this.processOnce(messages, end, planned);
+          batch ??= take();
+          if (batch) await this.processOnce(batch.messages, batch.end, batch.planned);
         });
         return;
       } catch (err) {
@@ -262,7 +274,7 @@ export class PartitionProcessor {
         const reason = conflict ? 'conflict' : isTransientDbError(err) || isNatsUnavailable(err) ? 'unavailable' : 'error';
         this.ctx.metrics.batchRetries.inc({ reason });
         const level = conflict && attempt < 3 ? 'debug' : 'warn';
-        this.log[level]({ err: errorText(err), attempt, reason, first: messages[0]!.seq, last: end }, 'batch failed: retrying');
+        this.log[level]({ err: errorText(err), attempt, reason, first: batch?.messages[0]?.seq, last: batch?.end }, 'batch failed: retrying');
         await this.pause(conflict ? (attempt < 3 ? 0 : Math.min(1_000, 20 * 2 ** attempt)) : Math.min(5_000, 100 * 2 ** Math.min(attempt, 6)));
       }
     }
