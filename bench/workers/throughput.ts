@@ -35,11 +35,11 @@ import {
   shardOf,
   STREAMS,
   subjectFor,
-  uuidv7,
   type CapturedEvent,
   type NatsConnection,
 } from '../../lib/index.js';
 import { personUuidFor } from '../../workers/index.js';
+import { MixGenerator, PROJECT } from '../lib/worker-mix.js';
 import { drainFigures, drainWindow, type DrainFigures, type DrainSample, type DrainWindow } from '../lib/drain-window.js';
 import { cpuSeconds, machineCpuSeconds, reapedChildrenCpuSeconds, withChildren } from '../lib/processes.js';
 import type { Table } from '../lib/report.js';
@@ -101,63 +101,6 @@ const DEFAULTS: WorkerThroughputOptions = {
   writeResults: true,
   log: (line) => console.log(line),
 };
-
-const PROJECT = 1;
-
-class MixGenerator {
-  private counter = 0;
-  readonly mix = { custom: 0, identify: 0, create_alias: 0, groupidentify: 0 };
-  constructor(private readonly persons: number) {}
-
-  next(): CapturedEvent {
-    const n = this.counter++;
-    const user = `user-${(n * 7919) % this.persons}`;
-    const now = new Date().toISOString();
-    const base = { uuid: uuidv7(), distinct_id: user, timestamp: now, now, token: 'phc_bench', project_id: PROJECT, ip: '10.0.0.1' };
-    const slot = n % 20;
-    if (slot < 16) {
-      this.mix.custom++;
-      return {
-        ...base,
-        event: slot % 2 === 0 ? '$pageview' : 'button clicked',
-        properties: {
-          $current_url: `https://example.com/page/${n % 97}`,
-          $browser: 'Chrome',
-          $os: 'Mac OS X',
-          $lib: 'web',
-          $lib_version: '1.100.0',
-          $session_id: `s-${n % 1000}`,
-          $screen_width: 1920,
-          $screen_height: 1080,
-          plan_viewed: n % 3 === 0 ? 'pro' : 'free',
-          ...(slot === 3 ? { $groups: { company: `co-${n % 500}` } } : {}),
-        },
-      };
-    }
-    if (slot < 18) {
-      this.mix.identify++;
-      return {
-        ...base,
-        event: '$identify',
-        properties: { $anon_distinct_id: `anon-${n}`, $set: { last_login: now, plan: n % 2 ? 'pro' : 'free' }, $set_once: { first_seen: now } },
-      };
-    }
-    if (slot === 18) {
-      this.mix.create_alias++;
-      return { ...base, event: '$create_alias', properties: { alias: `alias-${n}` } };
-    }
-    this.mix.groupidentify++;
-    return {
-      ...base,
-      event: '$groupidentify',
-      properties: {
-        $group_type: n % 40 === 19 ? 'team' : 'company',
-        $group_key: `co-${n % 500}`,
-        $group_set: { name: `Company ${n % 500}`, employees: n % 1000, date_joined: '2020-01-01T00:00:00Z' },
-      },
-    };
-  }
-}
 
 /** Highest EVENTS sequence published per shard: the worker is done when its positions reach them. */
 const lastSeqByShard = new Map<number, number>();
