@@ -2,10 +2,19 @@
 // its shards; the others wait for a turn, and a batch still waiting when its shard is stopped is
 // left to the next owner, not lost.
 import { Kvm } from '@nats-io/kv';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { shardOf } from '../lib/index.js';
 import { freshDatabase, startNats, waitFor } from '../test/kit/index.js';
-import { capture, connectAndCreateStreams, publishEvents, readProcessed, testDeps, workerConfig } from '../test/workers/harness.js';
+import {
+  capture,
+  connectAndCreateStreams,
+  publishEvents,
+  readProcessed,
+  testDeps,
+  waitForCommitted,
+  workerConfig,
+} from '../test/workers/harness.js';
 import { startWorker } from './index.js';
 import { WORKERS_BUCKET } from './shard-coordinator.js';
 
@@ -22,10 +31,11 @@ async function gauge(statusUrl: string, name: string): Promise<number> {
 }
 
 describe('batch turns', () => {
-  it('batch turns - with WORKER_BATCH_CONCURRENCY=1 a second shard waits while a batch is in flight; a batch still waiting at stop is processed by the next worker, once', async () => {
+  it('batch turns - with WORKER_BATCH_CONCURRENCY=1 a second shard waits while a batch is in flight; stopped while waiting, it stops at once and its batch is processed by the next worker, once', async () => {
     await using nats = await startNats();
     const { nc, js } = await connectAndCreateStreams(nats.url);
     const databaseUrl = await freshDatabase();
+    const db = new pg.Pool({ connectionString: databaseUrl, max: 1 });
     const [a, b] = idsOnTwoShards();
 
     // The first batch published is held between publish and commit until released.
@@ -59,15 +69,16 @@ describe('batch turns', () => {
       await new Promise((r) => setTimeout(r, 300));
       expect((await readProcessed(nc)).map((l) => l.uuid)).toEqual([eventA.uuid]);
 
-      // Stop while the batch waits. The worker leaves the membership and then stops its shards:
-      // once its member key is gone, the waiting batch is told to stop before it has a turn.
+      // Stop while the batch waits. The waiting shard stops at once, without waiting for a turn
+      // (its lease is freed while the held batch still holds the only turn); the held one finishes.
       const stopping = first.stop();
       const bucket = await new Kvm(nc).open(WORKERS_BUCKET);
-      await waitFor('the worker to leave', async () => (await bucket.get(`members.${first.workerId}`))?.operation !== 'PUT');
-      await new Promise((r) => setTimeout(r, 100));
+      await waitFor('the waiting shard to be released', async () => (await bucket.get(`shards.${shardOf(b, 16)}`))?.operation !== 'PUT', 5_000);
+      expect((await bucket.get(`shards.${shardOf(a, 16)}`))?.operation).toBe('PUT');
       release();
       await stopping;
       // The held batch committed; the waiting one was left untouched for the next owner.
+      await waitForCommitted(db, [eventA], 5_000);
       expect((await readProcessed(nc)).map((l) => l.uuid)).toEqual([eventA.uuid]);
 
       second = await startWorker(workerConfig(nats.url, databaseUrl), testDeps());
@@ -80,6 +91,7 @@ describe('batch turns', () => {
       release();
       await first.stop();
       await second?.stop();
+      await db.end();
       await nc.close();
     }
   });

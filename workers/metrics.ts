@@ -43,7 +43,7 @@ export function createWorkerMetrics() {
     }),
     batchesWaiting: new Gauge({
       name: 'spate_worker_batches_waiting',
-      help: 'Batches taken from their shard and waiting for a turn: above zero for long, the worker is behind',
+      help: 'Shards with a batch ready and waiting for a turn: above zero for long, the worker is behind',
       registers: r,
       collect() {
         this.set(batchSlots().waiting);

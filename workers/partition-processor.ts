@@ -50,8 +50,9 @@ export interface PartitionContext {
   workerId: string;
   limits: BatchLimits;
   /**
-   * Turns for batches, shared by all of a worker's partitions (WORKER_BATCH_CONCURRENCY). Batches
-   * waiting for a turn hold only their messages; parsed events live just while one is processed.
+   * Turns for batches, shared by all of a worker's partitions (WORKER_BATCH_CONCURRENCY): only
+   * batches with a turn are taken from their shard's buffer and parsed, so few batches' events are
+   * in memory at once.
    */
   batchSlots: LimitFunction;
   maxPayload: () => number;
@@ -231,9 +232,9 @@ export class PartitionProcessor {
   }
 
   /**
-   * The batch, taken when it has its turn: whatever is buffered by then, within limits (a shard
-   * that waited for its turn takes a bigger batch). A planned batch (it may have been published
-   * already) is exactly its messages, so it gets the same PROCESSED ids.
+   * The batch, taken when it has its turn. A planned batch (it may have been published already) is
+   * exactly its messages, so it gets the same PROCESSED ids; under load every batch is planned by
+   * the commit before it. Otherwise, whatever is buffered by then, within limits.
    */
   private takeBatch(feed: MessageFeed): { messages: JsMsg[]; end: number; planned: boolean } | undefined {
     const limits = this.ctx.limits;
@@ -252,6 +253,40 @@ export class PartitionProcessor {
     return { messages, end: pendingEnd, planned: true };
   }
 
+  /**
+   * Runs `work` when this shard's batch has its turn (WORKER_BATCH_CONCURRENCY). A shard stopped
+   * (handed over, shutting down) before the turn comes stops waiting at once: the batch is not
+   * started, and the next owner processes it from the committed position (a planned one exactly
+   * as planned). Work that has started is waited for.
+   */
+  private async inTurn(work: () => Promise<void>): Promise<void> {
+    let started = false;
+    const turn = this.ctx.batchSlots(async () => {
+      started = true;
+      if (this.stopping) throw new StoppedError('stopped before the batch had its turn: it will be processed later');
+      await work();
+    });
+    if (!started) {
+      // Behind other shards' batches: wait for the turn or for this shard to stop, whichever is first.
+      const signal = this.wakeSleep.signal;
+      let onStop!: () => void;
+      const stopped = new Promise<void>((resolve) => (onStop = resolve));
+      if (signal.aborted) onStop();
+      else signal.addEventListener('abort', onStop, { once: true });
+      try {
+        await Promise.race([turn, stopped]);
+      } finally {
+        signal.removeEventListener('abort', onStop);
+      }
+      if (!started) {
+        // The turn, when it comes, ends at once (stopping): nothing waits for it any more.
+        turn.catch(() => undefined);
+        throw new StoppedError('stopped while the batch waited for its turn: it will be processed later');
+      }
+    }
+    await turn;
+  }
+
   /** Takes the batch at its first turn and processes it until it commits; the same messages on every attempt. */
   private async processWithRetry(take: () => { messages: JsMsg[]; end: number; planned: boolean } | undefined): Promise<void> {
     let batch: ReturnType<typeof take>;
@@ -260,9 +295,7 @@ export class PartitionProcessor {
       if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before the batch committed');
       try {
         // A turn per attempt: a batch pausing between attempts leaves its turn to other shards.
-        await this.ctx.batchSlots(async () => {
-          // Nothing of the batch is done yet: a shard being handed over leaves it to the next owner.
-          if (this.stopping && attempt === 0) throw new StoppedError('stopping before the batch had its turn: it will be processed later');
+        await this.inTurn(async () => {
           if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed while the batch waited for its turn');
           batch ??= take();
           if (batch) await this.processOnce(batch.messages, batch.end, batch.planned);
