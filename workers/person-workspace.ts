@@ -37,7 +37,10 @@ export interface PersonWrites {
   newDistinctIds: { projectId: number; distinctId: string; personUuid: string }[];
   /** Every distinct id of a deleted person moves to the person it was (finally) merged into. */
   moves: { from: string; to: string }[];
-  /** Final distinct id → person of every key this batch looked at (for the cache). */
+  /**
+   * Final distinct id → person of every key this batch gave a person or moved to another (for the
+   * cache; keys it only looked up are in the cache already, put there when they were loaded).
+   */
   mappings: Map<string, string>;
   /** Final state of every person this batch wrote (for the cache). */
   written: PersonState[];
@@ -49,48 +52,56 @@ export class UnloadedDistinctIdError extends Error {
 }
 
 export class PersonWorkspace {
-  private readonly didToPerson = new Map<string, string>();
-  private readonly personKeys = new Map<string, Set<string>>();
+  /** Every key the batch looked at or linked: its person's uuid, or null when it has none. */
+  private readonly didToPerson: Map<string, string | null>;
+  /** Person → its keys; only merges need it, so it is built at the first one. */
+  private personKeys: Map<string, Set<string>> | undefined;
   private readonly persons = new Map<string, PersonState>();
   /** Version in Postgres of every person that existed before the batch. */
   private readonly original = new Map<string, number>();
-  private readonly looked = new Set<string>();
   private readonly created = new Set<string>();
   private readonly dirty = new Set<string>();
   private readonly deleted = new Set<string>();
   private readonly mergedInto = new Map<string, string>();
   private readonly addedKeys = new Map<string, { projectId: number; distinctId: string }>();
+  /** Keys whose person changed by a merge. */
+  private readonly movedKeys = new Set<string>();
 
   /**
    * `lookups` holds every key the batch will ask about: key → person uuid, or null when the
    * distinct id has no person. `persons` holds the state of every person named there.
    */
   constructor(lookups: ReadonlyMap<string, string | null>, persons: ReadonlyMap<string, PersonState>) {
+    // Thousands of keys per batch: one bulk copy, then one pass over the (fewer) persons.
+    this.didToPerson = new Map(lookups);
     for (const [key, uuid] of lookups) {
-      this.looked.add(key);
-      if (uuid === null) continue;
-      const person = persons.get(uuid);
-      if (!person) throw new Error(`person ${uuid} of ${key} was not loaded`);
-      this.didToPerson.set(key, uuid);
-      this.keysOf(uuid).add(key);
-      if (!this.persons.has(uuid)) {
-        this.persons.set(uuid, { ...person });
-        this.original.set(uuid, person.version);
-      }
+      if (uuid !== null && !persons.has(uuid)) throw new Error(`person ${uuid} of ${key} was not loaded`);
+    }
+    for (const [uuid, person] of persons) {
+      this.persons.set(uuid, { ...person });
+      this.original.set(uuid, person.version);
     }
   }
 
   private keysOf(uuid: string): Set<string> {
-    let keys = this.personKeys.get(uuid);
-    if (!keys) this.personKeys.set(uuid, (keys = new Set()));
+    if (!this.personKeys) {
+      this.personKeys = new Map();
+      for (const [key, owner] of this.didToPerson) if (owner !== null) this.keysOfBuilt(owner).add(key);
+    }
+    return this.keysOfBuilt(uuid);
+  }
+
+  private keysOfBuilt(uuid: string): Set<string> {
+    let keys = this.personKeys!.get(uuid);
+    if (!keys) this.personKeys!.set(uuid, (keys = new Set()));
     return keys;
   }
 
   personOf(projectId: number, distinctId: string): PersonState | undefined {
     const key = distinctIdKey(projectId, distinctId);
-    if (!this.looked.has(key)) throw new UnloadedDistinctIdError(`distinct id ${key} was not loaded for this batch`);
     const uuid = this.didToPerson.get(key);
-    return uuid === undefined ? undefined : this.persons.get(uuid);
+    if (uuid === undefined) throw new UnloadedDistinctIdError(`distinct id ${key} was not loaded for this batch`);
+    return uuid === null ? undefined : this.persons.get(uuid);
   }
 
   getOrCreate(projectId: number, distinctId: string, createdAt: string): PersonState {
@@ -115,10 +126,9 @@ export class PersonWorkspace {
 
   private link(person: PersonState, projectId: number, distinctId: string): void {
     const key = distinctIdKey(projectId, distinctId);
-    if (this.didToPerson.has(key)) throw new Error(`distinct id ${key} already has a person`);
-    this.looked.add(key);
+    if (this.didToPerson.get(key)) throw new Error(`distinct id ${key} already has a person`);
     this.didToPerson.set(key, person.uuid);
-    this.keysOf(person.uuid).add(key);
+    if (this.personKeys) this.keysOfBuilt(person.uuid).add(key);
     this.addedKeys.set(key, { projectId, distinctId });
   }
 
@@ -149,8 +159,9 @@ export class PersonWorkspace {
     for (const key of keys) {
       this.didToPerson.set(key, target.uuid);
       targetKeys.add(key);
+      this.movedKeys.add(key);
     }
-    this.personKeys.delete(source.uuid);
+    this.personKeys!.delete(source.uuid);
     this.persons.delete(source.uuid);
     this.deleted.add(source.uuid);
     this.mergedInto.set(source.uuid, target.uuid);
@@ -174,7 +185,7 @@ export class PersonWorkspace {
       deletes: [],
       newDistinctIds: [],
       moves: [],
-      mappings: new Map(this.didToPerson),
+      mappings: new Map(),
       written: [],
       deleted: [],
     };
@@ -203,6 +214,7 @@ export class PersonWorkspace {
       const uuid = this.didToPerson.get(key)!;
       w.newDistinctIds.push({ projectId, distinctId, personUuid: this.finalOf(uuid) });
     }
+    for (const key of [...this.addedKeys.keys(), ...this.movedKeys]) w.mappings.set(key, this.didToPerson.get(key)!);
     return w;
   }
 }

@@ -90,6 +90,18 @@ describe('process events', () => {
     expect(w.mappings.get(distinctIdKey(1, 'a'))).toBe(c.uuid);
   });
 
+  it('process - the cache learns the ids a batch gave a person or moved, not those it only looked up', () => {
+    const known = person('known');
+    const events = [ev('clicked', 'known'), ev('$identify', 'known', { $anon_distinct_id: 'anon' }), ev('clicked', 'fresh')];
+    const ws = workspaceFor(events, { known });
+    processEvents(events, ws, () => undefined);
+    const w = ws.writes();
+    expect(Object.fromEntries(w.mappings)).toEqual({
+      [distinctIdKey(1, 'anon')]: known.uuid,
+      [distinctIdKey(1, 'fresh')]: personUuidFor(1, 'fresh'),
+    });
+  });
+
   it('process - a person created and merged away in the same batch is never inserted', () => {
     const events = [ev('clicked', 'anon'), ev('clicked', 'user'), ev('$identify', 'user', { $anon_distinct_id: 'anon' })];
     const ws = workspaceFor(events);
