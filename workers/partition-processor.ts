@@ -158,8 +158,7 @@ export class PartitionProcessor {
             await this.probeForStall(feed);
             continue;
           }
-          const current = feed;
-          await this.processWithRetry(() => this.takeBatch(current));
+          await this.processWithRetry(feed);
           failures = 0;
         }
       } catch (err) {
@@ -287,9 +286,9 @@ export class PartitionProcessor {
     await turn;
   }
 
-  /** Takes the batch at its first turn and processes it until it commits; the same messages on every attempt. */
-  private async processWithRetry(take: () => { messages: JsMsg[]; end: number; planned: boolean } | undefined): Promise<void> {
-    let batch: ReturnType<typeof take>;
+  /** Takes the batch from `feed` at its first turn and processes it until it commits; the same messages on every attempt. */
+  private async processWithRetry(feed: MessageFeed): Promise<void> {
+    let batch: ReturnType<typeof this.takeBatch>;
     for (let attempt = 0; ; attempt++) {
       if (this.stopping && attempt > 0) throw new StoppedError('stopping with a batch not committed: it will be replayed');
       if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before the batch committed');
@@ -297,7 +296,7 @@ export class PartitionProcessor {
         // A turn per attempt: a batch pausing between attempts leaves its turn to other shards.
         await this.inTurn(async () => {
           if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed while the batch waited for its turn');
-          batch ??= take();
+          batch ??= this.takeBatch(feed);
           if (batch) await this.processOnce(batch.messages, batch.end, batch.planned);
         });
         return;

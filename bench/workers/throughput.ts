@@ -39,10 +39,10 @@ import {
   type NatsConnection,
 } from '../../lib/index.js';
 import { personUuidFor } from '../../workers/index.js';
-import { MixGenerator, PROJECT } from '../lib/worker-mix.js';
 import { drainFigures, drainWindow, type DrainFigures, type DrainSample, type DrainWindow } from '../lib/drain-window.js';
 import { cpuSeconds, machineCpuSeconds, reapedChildrenCpuSeconds, withChildren } from '../lib/processes.js';
 import type { Table } from '../lib/report.js';
+import { MixGenerator, PROJECT } from '../lib/worker-mix.js';
 
 export interface WorkerThroughputOptions {
   /** Events in the backlog drained for the throughput figure. */
