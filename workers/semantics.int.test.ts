@@ -43,9 +43,10 @@ async function run(events: CapturedEvent[]): Promise<Map<string, ProcessedLine>>
   const sentinels = [...new Map(events.map((e) => [`${e.project_id}:${e.distinct_id}`, e])).values()].map((e) =>
     capture(e.project_id, 'sentinel', e.distinct_id, { $process_person_profile: false }),
   );
+  // Read before publishing: a worker can process the new events before a read that comes after.
+  const seen = new Set((await readProcessed(nc)).map((l) => l.msgId));
   await publishEvents(js, [...events, ...sentinels], { perMessage: 7 });
   const want = new Set(sentinels.map((s) => s.uuid));
-  const seen = new Set((await readProcessed(nc)).map((l) => l.msgId));
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
     const lines = await readProcessed(nc);
