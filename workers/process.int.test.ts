@@ -14,6 +14,7 @@ import {
   workerEnv,
   type WorkerProcess,
 } from '../test/workers/harness.js';
+import { assignShards } from './assignment.js';
 import { WORKERS_BUCKET } from './shard-coordinator.js';
 
 const running: WorkerProcess[] = [];
@@ -33,23 +34,28 @@ async function start(id: string, env: Record<string, string>): Promise<WorkerPro
   return w;
 }
 
-/** Waits until the given workers own every shard between them, each a part, none twice. */
+/**
+ * Waits until the given workers own exactly the shards the assignment gives them (so every shard, none twice).
+ * Any full cover is not enough: while one worker has yet to see a join, the others may already have handed
+ * shards to the newcomer, and 4 + 4 + 8 covers 16 shards on the way to 5 + 5 + 6.
+ */
 async function waitForCover(workers: WorkerProcess[], what: string, timeoutMs = 30_000): Promise<number[][]> {
+  const planned = assignShards(workers.map((w) => w.id), 16);
+  const expected = workers.map((w) => JSON.stringify(planned.get(w.id)));
   let last: number[][] = [];
   try {
     await waitFor(
       what,
       async () => {
         last = await Promise.all(workers.map(async (w) => (await w.shards()) ?? []));
-        const all = last.flat();
-        return new Set(all).size === 16 && all.length === 16 && last.every((s) => s.length > 0);
+        return last.every((s, i) => JSON.stringify(s) === expected[i]);
       },
       timeoutMs,
       200,
     );
   } catch (err) {
     const logs = workers.map((w) => `--- ${w.id}\n${w.output().slice(-3000)}`).join('\n');
-    throw new Error(`${(err as Error).message}; last seen ${JSON.stringify(last)}\n${logs}`);
+    throw new Error(`${(err as Error).message}; last seen ${JSON.stringify(last)}, planned ${JSON.stringify(expected)}\n${logs}`);
   }
   return last;
 }
