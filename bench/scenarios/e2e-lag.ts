@@ -73,6 +73,30 @@ function bodyFactory(key: string, phase: string, perRequest: number) {
   };
 }
 
+/** One event of no phase: the reader counts none of it. */
+function makeWarmUpBody(key: string): string {
+  return bodyFactory(key, 'warm-up', 1)();
+}
+
+/**
+ * Sends one request until it is answered 2xx: the first phase must not include the capture node
+ * starting its parse threads, which on a loaded machine took longer than a short phase (a 1 s phase
+ * of a test run got no answer at all).
+ */
+async function warmUp(captureUrl: string, body: string, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  let last = 'no answer';
+  while (Date.now() < until) {
+    const res = await fetch(new URL('/batch/', captureUrl), { method: 'POST', headers: { 'content-type': 'application/json' }, body }).catch(
+      (err: unknown) => err as Error,
+    );
+    if (!(res instanceof Error) && res.ok) return;
+    last = res instanceof Error ? res.message : `${res.status} ${await res.text()}`;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`capture did not answer 2xx within ${timeoutMs} ms: ${last}`);
+}
+
 export async function measureEndToEndLag(o: LagOptions): Promise<LagPoint[]> {
   const perRequest = o.eventsPerRequest ?? 100;
   const connections = o.connections ?? 16;
@@ -134,6 +158,7 @@ export async function measureEndToEndLag(o: LagOptions): Promise<LagPoint[]> {
   };
 
   try {
+    await warmUp(o.captureUrl, makeWarmUpBody(o.key), (o.drainTimeoutS ?? 60) * 1000);
     const max = await runPhase(1, undefined);
     const points = [max];
     for (const fraction of o.fractions) points.push(await runPhase(fraction, max.processedPerSec * fraction));
