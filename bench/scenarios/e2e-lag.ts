@@ -74,7 +74,7 @@ function bodyFactory(key: string, phase: string, perRequest: number) {
 }
 
 /** One event of no phase: the reader counts none of it. */
-function makeWarmUpBody(key: string): string {
+function warmUpBody(key: string): string {
   return bodyFactory(key, 'warm-up', 1)();
 }
 
@@ -158,7 +158,7 @@ export async function measureEndToEndLag(o: LagOptions): Promise<LagPoint[]> {
   };
 
   try {
-    await warmUp(o.captureUrl, makeWarmUpBody(o.key), (o.drainTimeoutS ?? 60) * 1000);
+    await warmUp(o.captureUrl, warmUpBody(o.key), (o.drainTimeoutS ?? 60) * 1000);
     const max = await runPhase(1, undefined);
     const points = [max];
     for (const fraction of o.fractions) points.push(await runPhase(fraction, max.processedPerSec * fraction));
