@@ -73,15 +73,10 @@ function bodyFactory(key: string, phase: string, perRequest: number) {
   };
 }
 
-/** One event of no phase: the reader counts none of it. */
-function warmUpBody(key: string): string {
-  return bodyFactory(key, 'warm-up', 1)();
-}
-
 /**
- * Sends one request until it is answered 2xx: the first phase must not include the capture node
- * starting its parse threads, which on a loaded machine took longer than a short phase (a 1 s phase
- * of a test run got no answer at all).
+ * Sends one request as large as the phases' until it is answered 2xx: the first phase must not
+ * include the capture node loading its parse thread (bodies this large are parsed in a thread, small
+ * ones inline). The first such request took 1.0–1.6 s in the test harness, longer than a 1 s phase.
  */
 async function warmUp(captureUrl: string, body: string, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
@@ -158,7 +153,8 @@ export async function measureEndToEndLag(o: LagOptions): Promise<LagPoint[]> {
   };
 
   try {
-    await warmUp(o.captureUrl, warmUpBody(o.key), (o.drainTimeoutS ?? 60) * 1000);
+    // Its events belong to no phase: the reader counts none of them.
+    await warmUp(o.captureUrl, bodyFactory(o.key, 'warm-up', perRequest)(), (o.drainTimeoutS ?? 60) * 1000);
     const max = await runPhase(1, undefined);
     const points = [max];
     for (const fraction of o.fractions) points.push(await runPhase(fraction, max.processedPerSec * fraction));
