@@ -77,7 +77,7 @@ export class PartitionProcessor {
   readonly streamName: string;
   private stopping = false;
   private running: Promise<void> | undefined;
-  private wakeSleep: AbortController = new AbortController();
+  private readonly wakeSleep = new AbortController();
   private fence = 0;
   private position = 0;
   /** End of the next batch as recorded in Postgres (pending_end), if any. */

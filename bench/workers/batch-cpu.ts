@@ -107,7 +107,13 @@ export function runBatchCpu(batches: number, eventsPerBatch: number, rounds = 7)
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const { values } = parseArgs({ options: { batches: { type: 'string', default: '20' }, events: { type: 'string', default: '8000' } } });
-  const figures = runBatchCpu(Number(values.batches), Number(values.events));
+  const batches = Number(values.batches);
+  const events = Number(values.events);
+  if (!Number.isInteger(batches) || batches < 1 || !Number.isInteger(events) || events < 1) {
+    console.error('usage: batch-cpu [--batches N] [--events N]   (positive whole numbers)');
+    process.exit(2);
+  }
+  const figures = runBatchCpu(batches, events);
   console.log('worker batch CPU path, µs/event (fastest of 7 rounds; wall time, GC included)');
   for (const [stage, us] of Object.entries(figures)) console.log(`  ${stage.padEnd(8)} ${us}`);
 }
