@@ -212,11 +212,13 @@ async function main(): Promise<void> {
         for (const series of targets) {
           // Read each time: restarting the baseline moves it to a new port.
           const url = series === SPATE ? r.captureUrl : r.baselineUrl;
+          // The baseline sets no message ids: any key will do.
+          const key = series === SPATE ? await r.freshProjectKey() : BENCH_KEY;
           signal.throwIfAborted();
           await r.purge();
           await r.quiet();
           log(`run ${run}/${runs}: historical import → ${series === SPATE ? 'Spate' : 'baseline'}`);
-          const m = await measureImport({ captureUrl: url, key: BENCH_KEY, file: importFile, durationS: importDurationS, warmupS: 1, workDir: dir, signal });
+          const m = await measureImport({ captureUrl: url, key, file: importFile, durationS: importDurationS, warmupS: 1, workDir: dir, signal });
           signal.throwIfAborted();
           state.imports.set(series, [...(state.imports.get(series) ?? []), m]);
           writeReport();

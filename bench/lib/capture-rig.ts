@@ -21,6 +21,13 @@ export interface CaptureRig {
   /** Empties every stream, so that each measurement starts from the same broker state. */
   purge(): Promise<void>;
   /**
+   * A key of a project no earlier measurement used, once the ingest node accepts it. HISTORICAL
+   * message ids derive from project, shard and uuids, and a purge does not clear the stream's
+   * duplicate window (1 h): importing the same file again under the same project would be
+   * answered as duplicates, not stored, and measure something else than the first run.
+   */
+  freshProjectKey(): Promise<string>;
+  /**
    * Waits (at most maxS) until the servers are idle: a measurement must not start while the
    * previous one's leftovers (an aborted import's bodies, a 20 MB backlog) still use the CPU.
    */
@@ -53,6 +60,7 @@ export async function startCaptureRig(dir: string, o: { quietMaxS: number; signa
     const kv = await new Kvm(nc).create(PROJECTS_BUCKET, { history: 1 });
     await kv.put(BENCH_KEY, JSON.stringify({ projectId: 1, organizationId: 'bench' }));
     const jsm = await jetstreamManager(nc);
+    let projects = 1;
     signal?.throwIfAborted();
 
     const capturePort = await freePort();
@@ -77,6 +85,17 @@ export async function startCaptureRig(dir: string, o: { quietMaxS: number; signa
       ingestPid: ingest.pid,
       async purge() {
         for (const name of Object.values(STREAMS)) await jsm.streams.purge(name);
+      },
+      async freshProjectKey() {
+        const projectId = ++projects;
+        const key = `${BENCH_KEY}_${projectId}`;
+        await kv.put(key, JSON.stringify({ projectId, organizationId: 'bench' }));
+        // The node learns of the key from a KV watch: a moment later, not at once.
+        const probe = JSON.stringify({ api_key: key, event: 'bench key probe', distinct_id: 'bench' });
+        const accepted = async () =>
+          (await fetch(`${captureUrl}/capture/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: probe }).catch(() => undefined))?.ok === true;
+        await waitFor(`the ingest node to accept project ${projectId}`, accepted, 10_000);
+        return key;
       },
       async quiet() {
         const until = performance.now() + o.quietMaxS * 1000;

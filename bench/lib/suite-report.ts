@@ -115,7 +115,7 @@ export function suiteTables(state: SuiteState): Table[] {
     title: `Historical import: \`spate import\` into HISTORICAL (median of ${state.runs} run${plural}, at most ${state.importDurationS}s each)`,
     note: note(
       stageNote(state, 'historical import', Boolean(spateImport?.length)),
-      `A generated NDJSON file of ${state.importEvents.toLocaleString('en-US')} events (~330 bytes each), imported with the defaults (4 requests in flight, 4 MiB batches, historical_migration: true), importer and cluster on the same machine. Counted: events acknowledged by capture (stored in JetStream) per second after a 1 s warm-up, until the file ends or the time is up. Target: ≥ 100,000 events/s.`,
+      `A generated NDJSON file of ${state.importEvents.toLocaleString('en-US')} events (~330 bytes each), imported with the defaults (4 requests in flight, 4 MiB batches, historical_migration: true), importer and cluster on the same machine; each Spate run under a project of its own (HISTORICAL keeps message ids for an hour, so a batch sent again under the same project is a duplicate, not stored). Counted: events acknowledged by capture (stored in JetStream) per second after a 1 s warm-up, until the file ends or the time is up. Target: ≥ 100,000 events/s.`,
     ),
     columns: ['target', 'events/s', 'MB/s', 'finished the file', 'retries'],
     rows: [
