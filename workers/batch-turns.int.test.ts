@@ -96,3 +96,52 @@ describe('batch turns', () => {
     }
   });
 });
+
+describe('batch growth', () => {
+  it('batch growth - a batch planned by the commit before it also takes what arrived while it waited: one batch, not two', async () => {
+    await using nats = await startNats();
+    const { nc, js } = await connectAndCreateStreams(nats.url);
+    const databaseUrl = await freshDatabase();
+    const id = 'grow-a';
+    const shard = shardOf(id, 16);
+    // The first two batches are held between publish and commit, each until released.
+    const releases: (() => void)[] = [];
+    const gates = [0, 1].map(() => new Promise<void>((resolve) => releases.push(resolve)));
+    let held = 0;
+    const worker = await startWorker(
+      workerConfig(nats.url, databaseUrl, { WORKER_BATCH_MAX_EVENTS: '2' }),
+      testDeps({ faults: { afterPublish: async () => void (await gates[held++]) } }),
+    );
+    // Messages of the shard received and not yet processed (or still in the stream).
+    const lag = async () => {
+      const text = await (await fetch(`${worker.statusUrl}/metrics`)).text();
+      const line = text.split('\n').find((l) => l.startsWith('spate_worker_consumer_lag_messages{') && l.includes('stream="EVENTS"') && l.includes(`shard="${shard}"`));
+      return line ? Number(line.split(' ').pop()) : NaN;
+    };
+    try {
+      const sent = [1, 2, 3, 4, 5].map((i) => capture(5, `e${i}`, id));
+      const publishOne = (e: (typeof sent)[number]) => publishEvents(js, [e], { perMessage: 1 });
+      await publishOne(sent[0]!);
+      await waitFor('batch 1 (e1) to be held', () => held === 1);
+      for (const e of sent.slice(1, 4)) await publishOne(e);
+      await waitFor('e2..e4 to be buffered', async () => (await lag()) === 3);
+      releases[0]!();
+      // Batch 2 is e2, e3 (two events at most) and plans the next batch as e4, the rest buffered.
+      await waitFor('batch 2 to be held', () => held === 2);
+      await publishOne(sent[4]!);
+      await waitFor('e4, e5 to be buffered', async () => (await lag()) === 2);
+      releases[1]!();
+
+      let lines: Awaited<ReturnType<typeof readProcessed>> = [];
+      await waitFor('all five on PROCESSED', async () => (lines = await readProcessed(nc)).length >= 5);
+      expect(lines.map((l) => l.uuid)).toEqual(sent.map((e) => e.uuid));
+      // e1 | e2 e3 | e4 e5: the planned e4 took e5 along. Kept to its plan, e5 would have waited for a batch of its own.
+      await waitFor('the batches to be counted', async () => (await gauge(worker.statusUrl, 'spate_worker_batch_events_count')) >= 3);
+      expect(await gauge(worker.statusUrl, 'spate_worker_batch_events_count')).toBe(3);
+    } finally {
+      for (const release of releases) release();
+      await worker.stop();
+      await nc.close();
+    }
+  });
+});

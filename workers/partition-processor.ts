@@ -63,6 +63,17 @@ class StoppedError extends Error {
   override name = 'StoppedError';
 }
 
+/** Messages processed and committed together. */
+interface Batch {
+  messages: JsMsg[];
+  /** The position once committed (past the last message when planned messages expired). */
+  end: number;
+  /** Its end was recorded before it was taken (and it may have been published): process exactly it. */
+  planned: boolean;
+  /** The own, unused plan this batch outgrew: its end is recorded in its place. */
+  replacing?: number;
+}
+
 /** A message is in the stream that the shard's consumer never delivered: open a new one. */
 class FeedStalledError extends Error {
   override name = 'FeedStalledError';
@@ -82,6 +93,12 @@ export class PartitionProcessor {
   private position = 0;
   /** End of the next batch as recorded in Postgres (pending_end), if any. */
   private planned: number | undefined;
+  /**
+   * The plan was made by this owner's last commit, so nothing has been published under it yet: when
+   * more has arrived by the batch's turn, the batch may grow past it. A plan found at take-over may
+   * have been published already and is replayed exactly.
+   */
+  private planIsOwnAndUnused = false;
   private feed: MessageFeed | undefined;
   private readonly log: Logger;
   /** Room each pull keeps for one message; grows when a bigger one is found stuck. */
@@ -139,6 +156,7 @@ export class PartitionProcessor {
         this.fence = start.fence;
         this.position = start.position;
         this.planned = start.pendingEnd !== undefined && start.pendingEnd > this.position ? start.pendingEnd : undefined;
+        this.planIsOwnAndUnused = false;
         const limits = this.ctx.limits;
         feed = new MessageFeed(this.ctx.js, {
           stream: this.streamName,
@@ -234,13 +252,20 @@ export class PartitionProcessor {
    * The batch, taken when it has its turn. A planned batch (it may have been published already) is
    * exactly its messages, so it gets the same PROCESSED ids; under load every batch is planned by
    * the commit before it. Otherwise, whatever is buffered by then, within limits.
+   *
+   * A plan this owner made itself is only a floor: if more arrived while the batch waited for its
+   * turn and the limits have room, the batch takes that too and records its new end first (one
+   * more round trip). Without that, at moderate load every event waited for two batches of its
+   * shard, one to be planned and one to be processed.
    */
-  private takeBatch(feed: MessageFeed): { messages: JsMsg[]; end: number; planned: boolean } | undefined {
+  private takeBatch(feed: MessageFeed): Batch | undefined {
     const limits = this.ctx.limits;
     const pendingEnd = this.planned;
-    if (pendingEnd === undefined || pendingEnd <= this.position) {
+    const canGrow = pendingEnd !== undefined && this.planIsOwnAndUnused && (feed.peekEnd(limits) ?? 0) > pendingEnd;
+    if (pendingEnd === undefined || pendingEnd <= this.position || canGrow) {
       const messages = feed.take({ maxEvents: limits.maxEvents, maxBytes: limits.maxBytes });
-      return messages.length > 0 ? { messages, end: messages[messages.length - 1]!.seq, planned: false } : undefined;
+      if (messages.length === 0) return undefined;
+      return { messages, end: messages[messages.length - 1]!.seq, planned: false, replacing: canGrow ? pendingEnd : undefined };
     }
     const messages = feed.take({ maxEvents: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER, untilSeq: pendingEnd });
     if (messages.length === 0) {
@@ -288,7 +313,7 @@ export class PartitionProcessor {
 
   /** Takes the batch from `feed` at its first turn and processes it until it commits; the same messages on every attempt. */
   private async processWithRetry(feed: MessageFeed): Promise<void> {
-    let batch: ReturnType<typeof this.takeBatch>;
+    let batch: Batch | undefined;
     for (let attempt = 0; ; attempt++) {
       if (this.stopping && attempt > 0) throw new StoppedError('stopping with a batch not committed: it will be replayed');
       if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before the batch committed');
@@ -297,7 +322,7 @@ export class PartitionProcessor {
         await this.inTurn(async () => {
           if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed while the batch waited for its turn');
           batch ??= this.takeBatch(feed);
-          if (batch) await this.processOnce(batch.messages, batch.end, batch.planned);
+          if (batch) await this.processOnce(batch);
         });
         return;
       } catch (err) {
@@ -312,7 +337,7 @@ export class PartitionProcessor {
     }
   }
 
-  private async processOnce(messages: JsMsg[], end: number, planned: boolean): Promise<void> {
+  private async processOnce({ messages, end, planned, replacing }: Batch): Promise<void> {
     const { pool, cache, groupTypes, dedup, metrics, limits } = this.ctx;
     const started = performance.now();
     let mark = started;
@@ -354,7 +379,7 @@ export class PartitionProcessor {
     try {
       // The end must be durable before anything of the batch is published. Under load it was
       // planned by the previous batch's commit; otherwise it is written now, ahead of the transaction.
-      if (!planned) await planBatch(client, this.streamName, this.shard, this.fence, this.position, messages[0]!.seq, end);
+      if (!planned) await planBatch(client, this.streamName, this.shard, this.fence, this.position, messages[0]!.seq, end, replacing);
       await beginBatch(client);
       await lockPosition(client, this.streamName, this.shard, this.fence, this.position);
       phase('lock');
@@ -444,6 +469,7 @@ export class PartitionProcessor {
 
     this.position = end;
     this.planned = committed?.nextPlannedEnd;
+    this.planIsOwnAndUnused = true;
     if (!committed) return;
     const { writes, result, warnings, duplicates, loaded, published } = committed;
     cache.applyCommitted(writes);

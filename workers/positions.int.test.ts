@@ -49,6 +49,17 @@ describe('positions and dedup', () => {
     }
   });
 
+  it('plan - another end is refused while a plan stands, unless its owner replaces its own plan by name', async () => {
+    const a = await takeOverPartition(pool, 'EVENTS', 4, 'a', 'c');
+    await planBatch(pool, 'EVENTS', 4, a.fence, 0, 1, 10);
+    // The plan may have been published under: a batch with another end would get other message ids.
+    await expect(planBatch(pool, 'EVENTS', 4, a.fence, 0, 1, 20)).rejects.toBeInstanceOf(PositionMovedError);
+    await expect(planBatch(pool, 'EVENTS', 4, a.fence, 0, 1, 20, 15)).rejects.toBeInstanceOf(PositionMovedError);
+    // The owner that made plan 10 and published nothing under it grows the batch to 20.
+    await planBatch(pool, 'EVENTS', 4, a.fence, 0, 1, 20, 10);
+    expect((await takeOverPartition(pool, 'EVENTS', 4, 'b', 'c')).pendingEnd).toBe(20);
+  });
+
   it('fence - a takeover waits for the batch in flight, then sees all of it', async () => {
     const a = await takeOverPartition(pool, 'EVENTS', 2, 'a', 'c');
     const client = await pool.connect();
