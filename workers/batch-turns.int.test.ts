@@ -108,9 +108,18 @@ describe('batch growth', () => {
     const releases: (() => void)[] = [];
     const gates = [0, 1].map(() => new Promise<void>((resolve) => releases.push(resolve)));
     let held = 0;
+    // Each batch's source range, as published (before its commit).
+    const published: [number, number][] = [];
     const worker = await startWorker(
       workerConfig(nats.url, databaseUrl, { WORKER_BATCH_MAX_EVENTS: '2' }),
-      testDeps({ faults: { afterPublish: async () => void (await gates[held++]) } }),
+      testDeps({
+        faults: {
+          afterPublish: async ({ first, last }) => {
+            published.push([first, last]);
+            await gates[held++];
+          },
+        },
+      }),
     );
     // Messages of the shard received and not yet processed (or still in the stream).
     const lag = async () => {
@@ -135,9 +144,14 @@ describe('batch growth', () => {
       let lines: Awaited<ReturnType<typeof readProcessed>> = [];
       await waitFor('all five on PROCESSED', async () => (lines = await readProcessed(nc)).length >= 5);
       expect(lines.map((l) => l.uuid)).toEqual(sent.map((e) => e.uuid));
-      // e1 | e2 e3 | e4 e5: the planned e4 took e5 along. Kept to its plan, e5 would have waited for a batch of its own.
-      await waitFor('the batches to be counted', async () => (await gauge(worker.statusUrl, 'spate_worker_batch_events_count')) >= 3);
-      expect(await gauge(worker.statusUrl, 'spate_worker_batch_events_count')).toBe(3);
+      // e1 | e2 e3 | e4 e5 (stream sequences 1 to 5): the planned e4 took e5 along. Kept to its
+      // plan, the third batch would have been e4 alone, and e5 would have waited for a fourth.
+      await waitFor('the third batch to be published', () => published.length >= 3);
+      expect(published.slice(0, 3)).toEqual([
+        [1, 1],
+        [2, 3],
+        [4, 5],
+      ]);
     } finally {
       for (const release of releases) release();
       await worker.stop();

@@ -55,9 +55,14 @@ describe('positions and dedup', () => {
     // The plan may have been published under: a batch with another end would get other message ids.
     await expect(planBatch(pool, 'EVENTS', 4, a.fence, 0, 1, 20)).rejects.toBeInstanceOf(PositionMovedError);
     await expect(planBatch(pool, 'EVENTS', 4, a.fence, 0, 1, 20, 15)).rejects.toBeInstanceOf(PositionMovedError);
+    // Its own plan is only outgrown, never cut short.
+    await expect(planBatch(pool, 'EVENTS', 4, a.fence, 0, 1, 5, 10)).rejects.toBeInstanceOf(PositionMovedError);
     // The owner that made plan 10 and published nothing under it grows the batch to 20.
     await planBatch(pool, 'EVENTS', 4, a.fence, 0, 1, 20, 10);
-    expect((await takeOverPartition(pool, 'EVENTS', 4, 'b', 'c')).pendingEnd).toBe(20);
+    const b = await takeOverPartition(pool, 'EVENTS', 4, 'b', 'c');
+    expect(b.pendingEnd).toBe(20);
+    // A former owner cannot replace it, even naming it.
+    await expect(planBatch(pool, 'EVENTS', 4, a.fence, 0, 1, 30, 20)).rejects.toBeInstanceOf(OwnershipLostError);
   });
 
   it('fence - a takeover waits for the batch in flight, then sees all of it', async () => {

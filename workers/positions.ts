@@ -75,11 +75,11 @@ export async function planBatch(
   replacing?: number,
 ): Promise<void> {
   // A different plan is kept unless all of it lies before this batch (its messages expired), or
-  // it is the caller's own unused plan.
+  // it is the caller's own unused plan, which a batch only outgrows.
   const { rowCount } = await pool.query(
     `UPDATE shard_positions SET pending_end = $5
      WHERE stream = $1 AND shard = $2 AND fence = $3 AND position = $4
-       AND (pending_end IS NULL OR pending_end = $5 OR pending_end < $6 OR pending_end = $7)`,
+       AND (pending_end IS NULL OR pending_end = $5 OR pending_end < $6 OR (pending_end = $7 AND $5 > $7))`,
     [stream, shard, fence, position, end, first, replacing ?? null],
   );
   if (rowCount !== 1) await explainMismatch(pool, stream, shard, fence, position);
