@@ -94,7 +94,7 @@ export async function startCaptureRig(dir: string, o: { quietMaxS: number; signa
         const probe = JSON.stringify({ api_key: key, event: 'bench key probe', distinct_id: 'bench' });
         const accepted = async () =>
           (await fetch(`${captureUrl}/capture/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: probe }).catch(() => undefined))?.ok === true;
-        await waitFor(`the ingest node to accept project ${projectId}`, accepted, 10_000);
+        await waitFor(`the ingest node to accept project ${projectId}`, accepted, 10_000, 50, signal);
         return key;
       },
       async quiet() {
