@@ -32,6 +32,8 @@ export interface SuiteState {
   imports: Map<string, ImportMeasurement[]>;
   latency: Map<string, RatePoint[]>;
   workers?: WorkerThroughputResult;
+  /** Events the e2e stage sent and had processed before measuring. */
+  lagWarmUpEvents: number;
   lag?: LagPoint[];
   /** Errors no stage caught (work left over from a stage stopped at its time limit, say). */
   uncaught: string[];
@@ -156,7 +158,9 @@ export function suiteTables(state: SuiteState): Table[] {
     title: 'End-to-end lag, capture → PROCESSED (workers)',
     note: note(
       stageNote(state, 'e2e lag', false),
-      lag ? 'First row: capture as fast as it goes (the pipeline maximum); then constant offered rates at fractions of it. Lag = time the processed line was read − time the request was sent.' : '',
+      lag
+        ? `${state.lagWarmUpEvents > 0 ? `After a warm-up of ${state.lagWarmUpEvents.toLocaleString('en-US')} events, sent as fast as capture takes them and processed (not counted: fresh workers are slow for their first ~200k events each). ` : ''}First row: capture as fast as it goes (the pipeline maximum); then constant offered rates at fractions of it. Lag = time the processed line was read − time the request was sent.`
+        : '',
     ),
     columns: ['offered', 'events/s offered', 'sent', 'processed', 'processed/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms'],
     rows: (lag ?? []).map((p) => [

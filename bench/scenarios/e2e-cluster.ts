@@ -5,7 +5,7 @@ import { startLocalCluster, type LaunchOptions } from '../../deploy/launcher/loc
 import { connectNats } from '../../lib/index.js';
 import { measureEndToEndLag, type LagPoint } from './e2e-lag.js';
 
-export async function runEndToEnd(o: { dataDir: string; durationS: number; fractions: readonly number[]; workers?: number; log: (m: string) => void; signal?: AbortSignal }): Promise<LagPoint[]> {
+export async function runEndToEnd(o: { dataDir: string; durationS: number; fractions: readonly number[]; workers?: number; warmUpEvents?: number; log: (m: string) => void; signal?: AbortSignal }): Promise<LagPoint[]> {
   const options: LaunchOptions & { workers?: number } = {
     dataDir: o.dataDir,
     natsNodes: 1,
@@ -24,7 +24,7 @@ export async function runEndToEnd(o: { dataDir: string; durationS: number; fract
     if (!c.processes?.some((p) => p.role === 'worker')) throw new Error('the launcher started no worker processes; end-to-end lag cannot be measured');
     const nc = await connectNats(c.natsUrl, 'bench-e2e');
     try {
-      return await measureEndToEndLag({ captureUrl: c.captureUrl, nc, key: c.projectApiKey, projectId: c.projectId, durationS: o.durationS, fractions: o.fractions, log: o.log });
+      return await measureEndToEndLag({ captureUrl: c.captureUrl, nc, key: c.projectApiKey, projectId: c.projectId, durationS: o.durationS, fractions: o.fractions, warmUpEvents: o.warmUpEvents, log: o.log });
     } finally {
       await nc.close();
     }

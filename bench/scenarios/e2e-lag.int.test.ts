@@ -58,4 +58,31 @@ describe('bench e2e lag', () => {
       await stop();
     }
   });
+
+  it('e2e lag - a warm-up is sent and processed first and counted in no phase', async () => {
+    const stop = await startStandInProcessor();
+    const logged: string[] = [];
+    try {
+      const points = await measureEndToEndLag({
+        captureUrl: h.url,
+        nc: h.nc,
+        key: KEY,
+        projectId: 5,
+        durationS: 1,
+        fractions: [],
+        connections: 4,
+        drainTimeoutS: 20,
+        warmUpEvents: 3_000,
+        log: (m) => logged.push(m),
+      });
+      expect(logged.find((m) => m.startsWith('e2e lag warm-up:'))).toMatch(/^e2e lag warm-up: 3000 of 3000 events processed/);
+      const [max] = points;
+      expect(points).toHaveLength(1);
+      // The maximum counts its own events and at most the requests still in flight at its end (4 × 100), none of the warm-up's.
+      expect(max!.processedEvents).toBeGreaterThanOrEqual(max!.sentEvents);
+      expect(max!.processedEvents).toBeLessThanOrEqual(max!.sentEvents + 400);
+    } finally {
+      await stop();
+    }
+  });
 });

@@ -48,6 +48,12 @@ export interface LagOptions {
   connections?: number;
   /** How long to wait for the last events of a phase to be processed (default 60 s). */
   drainTimeoutS?: number;
+  /**
+   * Events sent as fast as capture takes them, and processed, before anything is measured; not
+   * counted (default 0). Fresh workers are slow for their first ~200k events each (JIT, heap and
+   * person cache growing): without a warm-up the measured maximum is a cold start's.
+   */
+  warmUpEvents?: number;
   log: (m: string) => void;
 }
 
@@ -112,19 +118,21 @@ export async function measureEndToEndLag(o: LagOptions): Promise<LagPoint[]> {
     }
   })();
 
-  const runPhase = async (fraction: number, rateEventsPerSec: number | undefined): Promise<LagPoint> => {
+  /** `requests`: a closed-loop phase of that many requests instead of durationS (the warm-up). */
+  const runPhase = async (fraction: number, rateEventsPerSec: number | undefined, requests?: number): Promise<LagPoint> => {
     const id = randomUUID();
     const phase: Phase = { id, sent: 0, processed: 0, firstSentMs: Date.now(), lastProcessedMs: 0, histogram: hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 }) };
     phases.set(id, phase);
     const makeBody = bodyFactory(o.key, id, perRequest);
-    o.log(`e2e lag ${rateEventsPerSec === undefined ? 'at maximum' : `at ${Math.round(fraction * 100)}% (${Math.round(rateEventsPerSec)} events/s)`}`);
+    const what = requests !== undefined ? `warm-up (${requests * perRequest} events)` : rateEventsPerSec === undefined ? 'at maximum' : `at ${Math.round(fraction * 100)}% (${Math.round(rateEventsPerSec)} events/s)`;
+    o.log(`e2e lag ${what}`);
     if (rateEventsPerSec === undefined) {
       // As fast as capture takes them (closed loop).
       const result = await autocannon({
         url: o.captureUrl,
         connections,
         pipelining: 1,
-        duration: o.durationS,
+        ...(requests !== undefined ? { amount: requests } : { duration: o.durationS }),
         timeout: 60,
         requests: [{ method: 'POST', path: '/batch/', headers: { 'content-type': 'application/json' }, setupRequest: (req) => ({ ...req, body: makeBody() }) }],
       });
@@ -135,7 +143,8 @@ export async function measureEndToEndLag(o: LagOptions): Promise<LagPoint[]> {
     }
     // Requests still in flight when the load stopped may be stored too: wait until everything
     // acknowledged is processed and nothing more arrives for a second.
-    const drainUntil = Date.now() + (o.drainTimeoutS ?? 60) * 1000;
+    // A warm-up's backlog is drained by workers still in their slow start: give it longer.
+    const drainUntil = Date.now() + (o.drainTimeoutS ?? 60) * (requests !== undefined ? 3 : 1) * 1000;
     while (Date.now() < drainUntil && (phase.processed < phase.sent || Date.now() - phase.lastProcessedMs < 1000)) await new Promise((r) => setTimeout(r, 100));
     const h = phase.histogram;
     const seconds = Math.max(0.001, (phase.lastProcessedMs - phase.firstSentMs) / 1000);
@@ -155,6 +164,10 @@ export async function measureEndToEndLag(o: LagOptions): Promise<LagPoint[]> {
   try {
     // Its events belong to no phase: the reader counts none of them.
     await warmUp(o.captureUrl, bodyFactory(o.key, 'warm-up', perRequest)(), (o.drainTimeoutS ?? 60) * 1000);
+    if (o.warmUpEvents) {
+      const warm = await runPhase(1, undefined, Math.ceil(o.warmUpEvents / perRequest));
+      o.log(`e2e lag warm-up: ${warm.processedEvents} of ${warm.sentEvents} events processed, ${Math.round(warm.processedPerSec)} events/s`);
+    }
     const max = await runPhase(1, undefined);
     const points = [max];
     for (const fraction of o.fractions) points.push(await runPhase(fraction, max.processedPerSec * fraction));
