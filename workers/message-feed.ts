@@ -33,6 +33,9 @@ export interface TakeLimits {
   untilSeq?: number;
 }
 
+/** How long a feed waits for a message after a pull ended short before going on with a new consumer. */
+const RESUME_AFTER_MS = 300;
+
 export class MessageFeed {
   private messages: ConsumerMessages | undefined;
   private readonly buffer: JsMsg[] = [];
@@ -49,34 +52,100 @@ export class MessageFeed {
   private pendingAfterLast = 0;
   /** The pump reads on past bufferMaxBytes until this sequence has arrived (a planned batch). */
   private fillUntilSeq = 0;
+  /** Bumped for every consumer: a pump or watcher of an older one stops. */
+  private generation = 0;
+  private resumeTimer: NodeJS.Timeout | undefined;
+  private stopWatching: (() => void) | undefined;
+  /** Consumers replaced after a pull ended short (see watchPullsEndingShort). */
+  resumes = 0;
 
   constructor(private readonly js: JetStreamClient, private readonly options: FeedOptions) {
     this.lastSeq = options.startSeq - 1;
   }
 
   async open(): Promise<void> {
+    await this.consumeFrom(this.options.startSeq);
+  }
+
+  /** A new ordered consumer from `startSeq`, pumped into the buffer; the one before it is forgotten. */
+  private async consumeFrom(startSeq: number): Promise<void> {
     const o = this.options;
-    const consumer = await this.js.consumers.get(o.stream, { filter_subjects: o.filterSubject, opt_start_seq: o.startSeq });
+    const generation = ++this.generation;
+    const consumer = await this.js.consumers.get(o.stream, { filter_subjects: o.filterSubject, opt_start_seq: startSeq });
     // A pull asks for max_bytes less what is in flight, and a message larger than what a pull asks
     // for is never delivered (409, the consumer stalls). Refilling only when at most fetchMaxBytes
     // are in flight makes every pull ask for at least one whole message of messageMaxBytes.
-    // A waiting pull that has no room left for the next message is ended by the server with a 409
-    // ("message size exceeds maxbytes"). Arriving with nothing queued, nats.js then pulls again only
-    // after two idle heartbeats are missed: by default half the expiry each, so the shard stood still
-    // for 5-7.5 s (seen under load, 2026-11-24: p99 lag of 4-5 s). At the smallest heartbeat it
-    // allows, the next pull goes out within ~1 s.
-    this.messages = await consumer.consume({
+    const messages = await consumer.consume({
       max_bytes: o.fetchMaxBytes + o.messageMaxBytes + 64 * 1024,
       threshold_bytes: o.fetchMaxBytes,
       expires: 5_000,
-      idle_heartbeat: 500,
     });
-    this.pumping = this.pump(this.messages);
+    if (this.closed) {
+      // Closed while this consumer was being made (a resume racing close()).
+      await messages.close().catch(() => undefined);
+      return;
+    }
+    this.messages = messages;
+    this.pumping = this.pump(messages, generation);
+    void this.watchPullsEndingShort(messages, generation);
   }
 
-  private async pump(messages: ConsumerMessages): Promise<void> {
+  /**
+   * A waiting pull with no room left for the next message is ended by the server with a 409
+   * ("message size exceeds maxbytes"). Arriving with nothing queued, nats.js pulls again only after
+   * two idle heartbeats are missed (half the expiry each): the shard stood still for 5-7.5 s, a few
+   * times a minute under load (2026-11-24: end-to-end p99 lag of 4-5 s). So when such a 409 is
+   * followed by RESUME_AFTER_MS without a message, the feed goes on from the next sequence with a
+   * new consumer, keeping what it has buffered. (A short heartbeat instead would also fire while
+   * the pump is held back, every time queueing one more full pull.)
+   */
+  private async watchPullsEndingShort(messages: ConsumerMessages, generation: number): Promise<void> {
+    const statuses = messages.status();
+    // Ends the loop below when this consumer is replaced or the feed closes (nats.js stops status
+    // iterators only from its message iterator, which a replaced pump no longer reads).
+    this.stopWatching = () => (statuses as Partial<{ stop(): void }>).stop?.();
+    for await (const s of statuses) {
+      if (s.type !== 'exceeded_limits' || generation !== this.generation) continue;
+      const seqAtLimit = this.lastSeq;
+      clearTimeout(this.resumeTimer);
+      const check = () => {
+        if (generation !== this.generation || this.closed || this.lastSeq !== seqAtLimit) return;
+        // Held back, the pump is not asking for more anyway: look again once it reads on.
+        if (this.holdingBack()) this.resumeTimer = setTimeout(check, RESUME_AFTER_MS);
+        else void this.resume();
+      };
+      this.resumeTimer = setTimeout(check, RESUME_AFTER_MS);
+    }
+  }
+
+  private async resume(): Promise<void> {
+    const old = this.messages;
+    this.generation++; // the old pump pushes nothing more
+    this.resumes++;
+    this.stopWatching?.();
+    try {
+      await old?.close();
+    } catch {
+      // already closed: nothing to release
+    }
+    try {
+      await this.consumeFrom(this.lastSeq + 1);
+    } catch (err) {
+      // Ends the feed: the processor opens a new one from the committed position.
+      this.failure = err;
+      this.closed = true;
+      this.wake();
+    }
+  }
+
+  private holdingBack(): boolean {
+    return this.bufferedBytes >= this.options.bufferMaxBytes && this.lastSeq >= this.fillUntilSeq;
+  }
+
+  private async pump(messages: ConsumerMessages, generation: number): Promise<void> {
     try {
       for await (const m of messages) {
+        if (generation !== this.generation) break;
         this.lastSeq = m.seq;
         this.lastReceivedAt = performance.now();
         this.pendingAfterLast = m.info.pending;
@@ -84,16 +153,19 @@ export class MessageFeed {
         this.bufferedBytes += m.data.length;
         this.wake();
         // Stop pulling (the consumer only asks for more when its iterator is read) until the processor catches up.
-        while (this.bufferedBytes >= this.options.bufferMaxBytes && this.lastSeq >= this.fillUntilSeq && !this.closed) {
+        while (this.holdingBack() && !this.closed && generation === this.generation) {
           await new Promise<void>((resolve) => (this.wakePump = resolve));
         }
         if (this.closed) break;
       }
     } catch (err) {
-      this.failure = err;
+      if (generation === this.generation) this.failure = err;
     } finally {
-      this.closed = true;
-      this.wake();
+      // A consumer replaced by resume() ends quietly; the feed goes on with the new one.
+      if (generation === this.generation) {
+        this.closed = true;
+        this.wake();
+      }
     }
   }
 
@@ -189,6 +261,8 @@ export class MessageFeed {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.resumeTimer);
+    this.stopWatching?.();
     const w = this.wakePump;
     this.wakePump = undefined;
     w?.();
