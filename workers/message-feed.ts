@@ -24,6 +24,8 @@ export interface FeedOptions {
   messageMaxBytes: number;
   /** The pump stops reading when this much is buffered (memory bound per shard). */
   bufferMaxBytes: number;
+  /** Called each time the feed goes on with a new consumer after a pull ended short. */
+  onResume?: () => void;
 }
 
 export interface TakeLimits {
@@ -56,8 +58,6 @@ export class MessageFeed {
   private generation = 0;
   private resumeTimer: NodeJS.Timeout | undefined;
   private stopWatching: (() => void) | undefined;
-  /** Consumers replaced after a pull ended short (see watchPullsEndingShort). */
-  resumes = 0;
 
   constructor(private readonly js: JetStreamClient, private readonly options: FeedOptions) {
     this.lastSeq = options.startSeq - 1;
@@ -120,8 +120,8 @@ export class MessageFeed {
 
   private async resume(): Promise<void> {
     const old = this.messages;
-    this.generation++; // the old pump pushes nothing more
-    this.resumes++;
+    this.generation++; // the old pump pushes nothing more (consumeFrom counts on from here)
+    this.options.onResume?.();
     this.stopWatching?.();
     try {
       await old?.close();

@@ -72,6 +72,12 @@ export function createWorkerMetrics() {
         collectPartitions.call(this, (g) => g.position);
       },
     }),
+    feedResumes: new Counter({
+      name: 'spate_worker_feed_resumes_total',
+      help: 'Shard consumers replaced from the next sequence, buffer kept, after a pull ended short (409) and nats.js did not pull again',
+      labelNames: ['stream'],
+      registers: r,
+    }),
     feedRestarts: new Counter({
       name: 'spate_worker_feed_restarts_total',
       help: 'Shard consumers opened again because a message in the stream never arrived (lost when NATS cut a slow connection, or bigger than a pull)',

@@ -166,6 +166,7 @@ export class PartitionProcessor {
           messageMaxBytes: this.messageMaxBytes,
           // Room for a whole planned batch plus what the consumer has in flight.
           bufferMaxBytes: limits.maxBytes + limits.fetchMaxBytes + this.messageMaxBytes,
+          onResume: () => this.ctx.metrics.feedResumes.inc({ stream: this.streamName }),
         });
         await feed.open();
         this.feed = feed;

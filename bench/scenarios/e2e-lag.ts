@@ -167,6 +167,8 @@ export async function measureEndToEndLag(o: LagOptions): Promise<LagPoint[]> {
     if (o.warmUpEvents) {
       const warm = await runPhase(1, undefined, Math.ceil(o.warmUpEvents / perRequest));
       o.log(`e2e lag warm-up: ${warm.processedEvents} of ${warm.sentEvents} events processed, ${Math.round(warm.processedPerSec)} events/s`);
+      // A backlog left behind would slow the maximum phase down and lengthen its lags.
+      if (warm.processedEvents < warm.sentEvents) throw new Error(`the warm-up was not processed in time: ${warm.processedEvents} of ${warm.sentEvents} events`);
     }
     const max = await runPhase(1, undefined);
     const points = [max];
