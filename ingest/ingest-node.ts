@@ -7,6 +7,7 @@ import {
   createLogger,
   ensureClusterSettings,
   ensureStreams,
+  retryUnanswered,
   streamsPresent,
   watchNatsConnection,
   type Logger,
@@ -42,16 +43,17 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   const log = deps.log ?? createLogger('ingest');
   const metrics = createIngestMetrics();
   const nc = await connectNats(config.natsUrl, 'spate-ingest');
-  const jsm = await jetstreamManager(nc);
-  await ensureStreams(jsm, {
+  const jsm = await retryUnanswered('jetstream manager', () => jetstreamManager(nc), log);
+  const streamLimits = {
     replicas: config.streamReplicas,
     duplicateWindowMs: config.duplicateWindow,
     processedDuplicateWindowMs: config.processedDuplicateWindow,
     historicalDuplicateWindowMs: config.historicalDuplicateWindow,
     maxAgeMs: config.streamMaxAge,
     maxBytes: config.streamMaxBytes,
-  });
-  await ensureClusterSettings(nc, { shardCount: config.shardCount }, config.streamReplicas);
+  };
+  await retryUnanswered('streams', () => ensureStreams(jsm, streamLimits), log);
+  await ensureClusterSettings(nc, { shardCount: config.shardCount }, config.streamReplicas, log);
 
   const registry = new TokenRegistry(nc, config.streamReplicas, log);
   await registry.start();

@@ -1,6 +1,7 @@
 // One way to connect to NATS for every deployable: named connections that reconnect forever,
 // so a NATS restart is an outage to wait out, not a crash.
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from './logger.js';
 
 export type { NatsConnection };
 
@@ -28,4 +29,28 @@ export function watchNatsConnection(nc: NatsConnection, onChange: (connected: bo
       else if (status.type === 'reconnect') onChange(true, status.server);
     }
   })();
+}
+
+/** Unanswered requests (5 s each) a start-up step waits through: ~30 s of a silent server. */
+const START_UP_TRIES = 6;
+
+/**
+ * Runs an idempotent start-up step again when NATS does not answer a request in time (a server
+ * starved of CPU, or busy with its store): a process waits that out instead of exiting. Any other
+ * error, and the last timeout, are thrown.
+ */
+export async function retryUnanswered<T>(what: string, step: () => Promise<T>, logger: Logger): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await step();
+    } catch (err) {
+      if (!isUnanswered(err) || attempt >= START_UP_TRIES) throw err;
+      logger.warn({ step: what, attempt }, 'NATS did not answer in time: trying again');
+    }
+  }
+}
+
+/** A request that got no answer in time. By name: jetstream and kv may hold their own copy of nats-core. */
+export function isUnanswered(err: unknown): boolean {
+  return err instanceof Error && err.name === 'TimeoutError';
 }

@@ -10,6 +10,8 @@ import {
 } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from './logger.js';
+import { isUnanswered, retryUnanswered } from './nats.js';
 
 export const STREAMS = {
   events: 'EVENTS',
@@ -158,7 +160,7 @@ export function isWrongLastSequence(err: unknown): boolean {
   );
 }
 
-/** The settings could not be recorded (the server refused the write or did not answer). */
+/** The settings could not be read or recorded (the server refused, or did not answer in time). */
 export class ClusterSettingsUnwritable extends Error {
   override name = 'ClusterSettingsUnwritable';
 }
@@ -174,33 +176,40 @@ export async function ensureClusterSettings(
   nc: NatsConnection,
   wanted: ClusterSettings,
   replicas: number,
+  logger: Logger,
 ): Promise<ClusterSettings> {
-  const kv = await new Kvm(nc).create(CLUSTER_BUCKET, { history: 1, replicas });
   for (let attempt = 1; ; attempt++) {
-    const entry = await kv.get('settings');
-    if (entry && entry.operation === 'PUT') {
-      const stored = entry.json<ClusterSettings>();
-      if (stored.shardCount !== wanted.shardCount) {
-        throw new ClusterSettingsMismatch(
-          `this cluster was created with ${stored.shardCount} shards but SHARD_COUNT is ${wanted.shardCount}; ` +
-            `set SHARD_COUNT=${stored.shardCount} (changing it requires draining every stream)`,
-        );
-      }
-      return stored;
-    }
     try {
-      await kv.create('settings', JSON.stringify(wanted));
-      return wanted;
+      // An unanswered create may have landed: the next try reads it.
+      return await retryUnanswered('cluster settings', () => readOrRecordSettings(nc, wanted, replicas), logger);
     } catch (err) {
-      // "The key exists" means another process created it first, and no answer (a timeout) may
-      // mean ours landed: read again. Any other refusal would fail the same way again.
-      const readAgain = !(err instanceof JetStreamApiError) || isWrongLastSequence(err);
-      if (!readAgain || attempt >= CLUSTER_SETTINGS_ATTEMPTS) {
+      if (err instanceof ClusterSettingsMismatch) throw err;
+      // "The key exists" means another process created it first: read again. Any other refusal
+      // would fail the same way again.
+      if (!isWrongLastSequence(err) || attempt >= CLUSTER_SETTINGS_ATTEMPTS) {
+        const reason = isUnanswered(err) ? 'NATS did not answer' : err instanceof Error ? err.message : String(err);
         throw new ClusterSettingsUnwritable(
-          `could not record the cluster settings in KV bucket ${CLUSTER_BUCKET} (key settings): ${err instanceof Error ? err.message : String(err)}`,
+          `could not read or record the cluster settings in KV bucket ${CLUSTER_BUCKET} (key settings): ${reason}`,
           { cause: err },
         );
       }
     }
   }
+}
+
+async function readOrRecordSettings(nc: NatsConnection, wanted: ClusterSettings, replicas: number): Promise<ClusterSettings> {
+  const kv = await new Kvm(nc).create(CLUSTER_BUCKET, { history: 1, replicas });
+  const entry = await kv.get('settings');
+  if (entry?.operation !== 'PUT') {
+    await kv.create('settings', JSON.stringify(wanted));
+    return wanted;
+  }
+  const stored = entry.json<ClusterSettings>();
+  if (stored.shardCount !== wanted.shardCount) {
+    throw new ClusterSettingsMismatch(
+      `this cluster was created with ${stored.shardCount} shards but SHARD_COUNT is ${wanted.shardCount}; ` +
+        `set SHARD_COUNT=${stored.shardCount} (changing it requires draining every stream)`,
+    );
+  }
+  return stored;
 }

@@ -6,6 +6,7 @@ import {
   connectNats,
   createLogger,
   ensureClusterSettings,
+  retryUnanswered,
   streamsPresent,
   type Logger,
   type NatsConnection,
@@ -78,8 +79,8 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
 
   try {
     stage = 'checking cluster settings';
-    await ensureClusterSettings(nc, { shardCount: config.shardCount }, config.natsReplicas);
-    const jsm = await jetstreamManager(nc);
+    await ensureClusterSettings(nc, { shardCount: config.shardCount }, config.natsReplicas, logger);
+    const jsm = await retryUnanswered('jetstream manager', () => jetstreamManager(nc), logger);
     stage = 'waiting for streams';
     for (let attempt = 0; !(await streamsPresent(jsm)); attempt++) {
       if (attempt % 20 === 0) logger.info('waiting for the JetStream streams (created by ingest or the launcher)');
@@ -153,7 +154,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     };
 
     stage = 'joining';
-    const bucket = await openWorkersBucket(nc, config.leaseTtl, config.natsReplicas, logger);
+    const bucket = await retryUnanswered('workers bucket', () => openWorkersBucket(nc, config.leaseTtl, config.natsReplicas, logger), logger);
     coordinator = new ShardCoordinator(
       bucket.kv,
       { workerId, shardCount: config.shardCount, ttlMs: bucket.ttlMs, replicas: config.natsReplicas },
