@@ -42,9 +42,9 @@ describe('message feed', () => {
         waits.push(Math.round(performance.now() - sent));
       }
       // Every second message after the first two meets a pull with no room left for it: the feed
-      // goes on with a new consumer after 300 ms (~0.35 s in all, measured); left to nats.js, the
+      // goes on with a new consumer after 50 ms (57-66 ms in all, measured); left to nats.js, the
       // next pull went out only after two missed heartbeats (~7.5 s).
-      expect(Math.max(...waits), `waits ${waits.join(', ')} ms`).toBeLessThan(2_500);
+      expect(Math.max(...waits), `waits ${waits.join(', ')} ms`).toBeLessThan(1_500);
       expect(resumes).toBeGreaterThan(0);
     } finally {
       await feed.close();
