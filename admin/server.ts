@@ -10,6 +10,7 @@ import {
   createLogger,
   createMetricsRegistry,
   ensurePipelineStreams,
+  retryUnanswered,
   type Logger,
   type NatsConnection,
 } from '../lib/index.js';
@@ -84,12 +85,14 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
     watchNatsConnection(nc, (connected) => (natsConnected = connected));
     if (!deps.nats) cleanups.push(() => nc.drain());
 
-    await ensurePipelineStreams(await jetstreamManager(nc), {
+    const jsm = await retryUnanswered('jetstream manager', () => jetstreamManager(nc), log);
+    const pipelineLimits = {
       replicas: config.pipelineReplicas,
       maxBytes: config.pipelineStreamMaxBytes,
       requestMaxAgeMs: config.pipelineRequestMaxAge,
       duplicateWindowMs: PIPELINE_DUPLICATE_WINDOW_MS,
-    });
+    };
+    await retryUnanswered('pipeline streams', () => ensurePipelineStreams(jsm, pipelineLimits), log);
 
     const inviteMailer = config.smtpUrl ? new InviteMailer(config.smtpUrl, config.smtpFrom, log) : undefined;
     if (inviteMailer) cleanups.push(() => inviteMailer.close());
@@ -101,9 +104,9 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
       await kv.follow(config.databaseUrl, config.projectsReconcileInterval);
       return kv;
     };
-    const projectsKv = await mirror(await openProjectsKv(nc, pool, log, config.projectsKvReplicas));
-    const batchExportsKv = await mirror(await openBatchExportsKv(nc, pool, log, config.pipelineReplicas));
-    const pluginConfigsKv = await mirror(await openPluginConfigsKv(nc, pool, log, config.pipelineReplicas));
+    const projectsKv = await mirror(await retryUnanswered('projects bucket', () => openProjectsKv(nc, pool, log, config.projectsKvReplicas), log));
+    const batchExportsKv = await mirror(await retryUnanswered('batch exports bucket', () => openBatchExportsKv(nc, pool, log, config.pipelineReplicas), log));
+    const pluginConfigsKv = await mirror(await retryUnanswered('plugin configs bucket', () => openPluginConfigsKv(nc, pool, log, config.pipelineReplicas), log));
 
     const outbox = new Outbox(nc, pool, log);
     cleanups.push(async () => {
@@ -116,7 +119,7 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
     const sinks: Array<Sink<unknown>> = [pluginLogsSink, batchExportRunsSink, batchExportLogsSink] as Array<Sink<unknown>>;
     for (const sink of sinks) {
       const ingester = new StreamIngester(nc, pool, sink, log, metrics, { batchRows: config.logBatchRows });
-      await ingester.start();
+      await retryUnanswered(`${sink.name} consumer`, () => ingester.start(), log);
       cleanups.push(() => ingester.stop());
     }
 

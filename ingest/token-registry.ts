@@ -1,7 +1,7 @@
 // Project API keys this node accepts, held in memory and fed by the `spate-projects` KV bucket
 // (the admin server writes it). A key added or removed there takes effect here within a second.
 import { Kvm, KvWatchInclude, type KV, type KvEntry } from '@nats-io/kv';
-import { PROJECTS_BUCKET, type Logger, type NatsConnection, type ProjectRecord } from '../lib/index.js';
+import { PROJECTS_BUCKET, retryUnanswered, type Logger, type NatsConnection, type ProjectRecord } from '../lib/index.js';
 
 export interface RegistrySnapshot {
   version: number;
@@ -48,8 +48,9 @@ export class TokenRegistry {
 
   /** Loads every key, then keeps following changes until stop(). Resolves once loaded. */
   async start(): Promise<void> {
-    this.kv = await new Kvm(this.nc).create(PROJECTS_BUCKET, { history: 1, replicas: this.replicas });
-    await this.load(this.kv);
+    const kv = await retryUnanswered('projects bucket', () => new Kvm(this.nc).create(PROJECTS_BUCKET, { history: 1, replicas: this.replicas }), this.log);
+    this.kv = kv;
+    await retryUnanswered('project keys', () => this.load(kv), this.log);
   }
 
   stop(): void {
@@ -60,15 +61,21 @@ export class TokenRegistry {
     // Watch first, then read the current values: an update racing the read is applied by
     // revision, so neither can overwrite a newer value with an older one.
     const watcher = await kv.watch({ include: KvWatchInclude.UpdatesOnly });
-    const keys: string[] = [];
-    for await (const key of await kv.keys()) keys.push(key);
     const present = new Set<string>();
-    for (const key of keys) {
-      const entry = await kv.get(key);
-      if (entry) {
-        this.apply(entry);
-        present.add(key);
+    try {
+      const keys: string[] = [];
+      for await (const key of await kv.keys()) keys.push(key);
+      for (const key of keys) {
+        const entry = await kv.get(key);
+        if (entry) {
+          this.apply(entry);
+          present.add(key);
+        }
       }
+    } catch (err) {
+      // Tried again with a new watch: this one would be left open, unread.
+      watcher.stop();
+      throw err;
     }
     // After a reconnect, keys deleted while we were away are gone from `keys()`.
     for (const token of [...this.projects.keys()]) if (!present.has(token)) this.remove(token);

@@ -37,20 +37,21 @@ const START_UP_TRIES = 6;
 /**
  * Runs an idempotent start-up step again when NATS does not answer a request in time (a server
  * starved of CPU, or busy with its store): a process waits that out instead of exiting. Any other
- * error, and the last timeout, are thrown.
+ * error is thrown as it is; the last timeout as an error naming the step (its cause).
  */
 export async function retryUnanswered<T>(what: string, step: () => Promise<T>, logger: Logger): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await step();
     } catch (err) {
-      if (!isUnanswered(err) || attempt >= START_UP_TRIES) throw err;
+      if (!isUnanswered(err)) throw err;
+      if (attempt >= START_UP_TRIES) throw new Error(`${what}: NATS did not answer after ${attempt} tries`, { cause: err });
       logger.warn({ step: what, attempt }, 'NATS did not answer in time: trying again');
     }
   }
 }
 
 /** A request that got no answer in time. By name: jetstream and kv may hold their own copy of nats-core. */
-export function isUnanswered(err: unknown): boolean {
+function isUnanswered(err: unknown): boolean {
   return err instanceof Error && err.name === 'TimeoutError';
 }

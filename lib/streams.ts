@@ -11,7 +11,7 @@ import {
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from './logger.js';
-import { isUnanswered, retryUnanswered } from './nats.js';
+import { retryUnanswered } from './nats.js';
 
 export const STREAMS = {
   events: 'EVENTS',
@@ -187,9 +187,8 @@ export async function ensureClusterSettings(
       // "The key exists" means another process created it first: read again. Any other refusal
       // would fail the same way again.
       if (!isWrongLastSequence(err) || attempt >= CLUSTER_SETTINGS_ATTEMPTS) {
-        const reason = isUnanswered(err) ? 'NATS did not answer' : err instanceof Error ? err.message : String(err);
         throw new ClusterSettingsUnwritable(
-          `could not read or record the cluster settings in KV bucket ${CLUSTER_BUCKET} (key settings): ${reason}`,
+          `could not read or record the cluster settings in KV bucket ${CLUSTER_BUCKET} (key settings): ${err instanceof Error ? err.message : String(err)}`,
           { cause: err },
         );
       }

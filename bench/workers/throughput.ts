@@ -297,6 +297,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     });
     const t0 = performance.now();
     const n0 = await metricSum(statusUrl, 'spate_worker_events_processed_total');
+    const resumes0 = await metricSum(statusUrl, 'spate_worker_feed_resumes_total');
     const workerPid = child.pid;
     const sample = (at: Map<number, number>): DrainSample => ({
       t: performance.now(),
@@ -330,7 +331,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     const throughput = { ...drainFigures(o.events - n0, seconds, used), steady: steadyWindow(samples, o.events) };
     o.log(`throughput: ${throughput.eventsPerSecond} events/s (whole drain), ${throughput.steady?.eventsPerSecond ?? 'not measured'} events/s (steady)`);
     // One scrape after the drain: how often a pull ended short and a feed went on with a new consumer.
-    o.log(`feed resumes during the drain: ${await metricSum(statusUrl, 'spate_worker_feed_resumes_total')}`);
+    o.log(`feed resumes during the drain: ${(await metricSum(statusUrl, 'spate_worker_feed_resumes_total')) - resumes0}`);
 
     // Latency at a fixed rate, in 100 ms ticks.
     const rate = o.latencyRate ?? Math.max(1_000, Math.round(throughput.eventsPerSecond / 2));

@@ -1,7 +1,9 @@
 // retryUnanswered against a real nats-server that stops answering (SIGSTOP keeps its sockets open,
-// as a server starved of CPU does): a start-up step waits it out; a refusal is not retried.
+// as a server starved of CPU does): a start-up step waits it out, gives up naming itself after 6
+// timeouts, and a refusal is not retried.
 import { Writable } from 'node:stream';
 import { jetstreamManager, JetStreamApiError } from '@nats-io/jetstream';
+import { TimeoutError } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { connectNats, retryUnanswered } from '../../lib/index.js';
@@ -38,6 +40,17 @@ describe('retryUnanswered', () => {
       await nc.close();
     }
   }, 30_000);
+
+  it('retryUnanswered - a server silent for 6 requests in a row ends the step with an error that names it', async () => {
+    const { logger, lines } = capturingLogger();
+    let runs = 0;
+    // The step stands in for a request to a server that never answers (6 x 5 s with a real one).
+    const err: unknown = await retryUnanswered('projects bucket', () => (runs++, Promise.reject(new TimeoutError())), logger).catch((e: unknown) => e);
+    expect(runs).toBe(6);
+    expect(String(err)).toBe('Error: projects bucket: NATS did not answer after 6 tries');
+    expect((err as Error).cause).toBeInstanceOf(TimeoutError);
+    expect(lines.map((l) => l.attempt)).toEqual([1, 2, 3, 4, 5]);
+  });
 
   it('retryUnanswered - an answer that refuses is thrown at once, not retried', async () => {
     await using nats = await startNats();
