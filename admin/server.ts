@@ -99,7 +99,7 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
 
     const mirror = async (kv: KvMirror) => {
       cleanups.push(() => kv.stop());
-      const reconciled = await kv.reconcile();
+      const reconciled = await retryUnanswered(`${kv.bucket} reconcile`, () => kv.reconcile(), log);
       log.info(reconciled, `${kv.bucket} KV bucket reconciled with PostgreSQL`);
       await kv.follow(config.databaseUrl, config.projectsReconcileInterval);
       return kv;
