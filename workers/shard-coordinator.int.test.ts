@@ -48,7 +48,10 @@ function withLateAnswers(kv: KV) {
   return { kv: proxy, answerLate, calls: (call: string) => made.get(call) ?? 0, mostCreatesAtOnce: () => mostCreating };
 }
 
-/** One coordinator over a fresh bucket; `stoppedEarly` lists shards whose processing it stopped before its own stop. */
+/**
+ * One coordinator over a fresh bucket; `stoppedEarly` lists shards whose processing it stopped before
+ * its own stop, `started` every shard whose processing it started, in order.
+ */
 async function coordinatorWithLateAnswers() {
   const nats = await startNats();
   cleanups.push(() => nats[Symbol.asyncDispose]());
@@ -57,16 +60,20 @@ async function coordinatorWithLateAnswers() {
   const bucket = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
   const { kv, answerLate, calls, mostCreatesAtOnce } = withLateAnswers(bucket);
   const stoppedEarly: number[] = [];
+  const started: number[] = [];
   let stopping = false;
   const coordinator = new ShardCoordinator(
     kv,
     { workerId: 'w1', shardCount: SHARDS, ttlMs: TTL_MS, replicas: 1 },
-    (lease) => ({
-      stop: () => {
-        if (!stopping) stoppedEarly.push(lease.shard);
-        return Promise.resolve();
-      },
-    }),
+    (lease) => {
+      started.push(lease.shard);
+      return {
+        stop: () => {
+          if (!stopping) stoppedEarly.push(lease.shard);
+          return Promise.resolve();
+        },
+      };
+    },
     createLogger('coordinator-test', 'silent'),
     createWorkerMetrics(),
   );
@@ -75,7 +82,7 @@ async function coordinatorWithLateAnswers() {
     await coordinator.stop();
   };
   cleanups.push(stop);
-  return { coordinator, bucket, answerLate, calls, mostCreatesAtOnce, stoppedEarly, stop };
+  return { coordinator, bucket, answerLate, calls, mostCreatesAtOnce, stoppedEarly, started, stop };
 }
 
 async function leaseHolder(bucket: KV, shard: number): Promise<string | undefined> {
@@ -147,6 +154,23 @@ describe('shard coordinator', () => {
     await a.stop();
     // a deleted its membership and its leases; b saw the membership go in its watch.
     await waitFor('b to take over every shard', () => b.ownedShards().length === SHARDS, 2_000, 20);
+  });
+
+  it('coordinator - a bucket change during the first round does not start a second one beside it: each shard is started once', async () => {
+    const { coordinator, bucket, answerLate, started } = await coordinatorWithLateAnswers();
+    // The first round waits on shard 0's lease (written, answer late); a change in the bucket meanwhile
+    // asks for another round. Run beside the first, it found shard 0 leased by this very process and
+    // started it a second time (2026-11-25 CI: each copy raised the fence over the other's).
+    const landed = answerLate('create shards.0', 800);
+    const starting = coordinator.start();
+    await landed;
+    await bucket.delete('shards.99');
+    await starting;
+    // A renewal of shard 0's lease: the rounds asked for meanwhile have run.
+    const revision = (await bucket.get('shards.0'))!.revision;
+    await waitFor('a later round', async () => (await bucket.get('shards.0'))!.revision !== revision, 3_000, 20);
+    expect(coordinator.ownedShards()).toEqual([0, 1, 2, 3]);
+    expect([...started].sort()).toEqual([0, 1, 2, 3]);
   });
 
   it('coordinator - takes over many shards at once, not one round trip after another', async () => {

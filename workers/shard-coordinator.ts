@@ -89,7 +89,10 @@ export class ShardCoordinator {
 
   async start(): Promise<void> {
     this.startWatch();
-    await this.tick();
+    // Through schedule() like every round: a bucket change seen meanwhile must wait for this round,
+    // not run beside it (it would find this round's leases its own and start those shards twice).
+    this.schedule();
+    await this.ticking;
     this.timer = setInterval(() => this.schedule(), this.renewEveryMs);
   }
 
