@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # npm run setup — idempotent set-up on a fresh Debian/Ubuntu machine with Node >= 20:
-# installs nats-server (JetStream), the PostgreSQL server binaries, haproxy and promtool when missing
-# (through apt as root; otherwise prints the exact command), then `npm ci` and the build.
+# installs nats-server (JetStream), the PostgreSQL server binaries, Chromium, haproxy and promtool
+# when missing (through apt as root; otherwise prints the exact command), then `npm ci` and the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +17,11 @@ if ! command -v nats-server >/dev/null 2>&1 && [[ -z "${NATS_SERVER_BIN:-}" ]]; 
 fi
 if [[ -z "${PG_BIN_DIR:-}" ]] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   missing+=(postgresql)
+fi
+# Browser tests (test/kit/browser.ts) drive Debian's Chromium with playwright-core; nothing is
+# downloaded by Playwright itself.
+if [[ -z "${CHROMIUM_BIN:-}" ]] && [[ ! -x /usr/bin/chromium ]]; then
+  missing+=(chromium)
 fi
 
 # Two tests check deploy files with the real parsers: `haproxy -c` (deploy/compose/haproxy.cfg) and
@@ -87,6 +92,8 @@ echo "setup: $("$nats_bin" --version)"
 echo "setup: PostgreSQL $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || echo "${PG_BIN_DIR}")"
 echo "setup: $(PATH="$PATH:/usr/sbin" haproxy -v | head -n1)"
 echo "setup: $(promtool --version 2>&1 | head -n1)"
+# The Debian wrapper script prints a harmless shell warning on stderr.
+echo "setup: $("${CHROMIUM_BIN:-/usr/bin/chromium}" --version 2>/dev/null)"
 
 npm ci --no-audit --no-fund
 npm run build

@@ -4,3 +4,4 @@ export { freePort } from '../../deploy/local/ports.js';
 export { waitFor } from '../../deploy/local/wait.js';
 export { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 export { interceptKvCalls, type KvCallHook } from './kv-calls.js';
+export { startBrowser, CHROMIUM_BIN, type BrowserHandle, type BrowserPage } from './browser.js';
