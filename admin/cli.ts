@@ -229,6 +229,10 @@ export async function runAdminCli(args: string[], io: CliIo = defaultIo): Promis
     io.err(`unknown admin command: ${name}\n${ADMIN_USAGE}`);
     return 2;
   }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.out(ADMIN_USAGE);
+    return 0;
+  }
   try {
     await command(rest, io);
     return 0;

@@ -15,8 +15,21 @@ import { ParsePool } from '../ingest/parse-pool.js';
 import { createIngestMetrics } from '../ingest/metrics.js';
 import { TokenRegistry } from '../ingest/token-registry.js';
 import { connectNats, createLogger, PROJECTS_BUCKET } from '../lib/index.js';
+import { parseBenchArgs } from './lib/cli.js';
 import { markdownTable } from './lib/report.js';
 import { batchBody, singleBody } from './lib/payloads.js';
+
+parseBenchArgs(
+  `usage: npx tsx bench/parse-inline.ts
+
+Parses bodies of 1 to 400 events through the ingest node's parse pool, inline on the event loop
+and in threads (64 in flight, 2 threads), and prints the event loop's busy time per request for
+each: where INLINE_PARSE_MAX_BYTES comes from. Starts a private nats-server for the project keys.
+Environment: SECONDS, seconds per measurement (default 2).
+
+  -h, --help    this text`,
+  { options: {} },
+);
 
 const KEY = 'phc_bench';
 const SECONDS = Number(process.env.SECONDS ?? 2);

@@ -11,7 +11,7 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseBenchArgs, usageError } from './lib/cli.js';
 import { BENCH_KEY, startCaptureRig, type CaptureRig } from './lib/capture-rig.js';
 import { writeEventsFile } from './lib/generate-events.js';
 import { markdownTable, median, writeResults } from './lib/report.js';
@@ -29,7 +29,25 @@ const benchStarted = performance.now();
 const elapsedS = () => (performance.now() - benchStarted) / 1000;
 const log = (m: string) => console.error(`[bench +${elapsedS().toFixed(1)}s] ${m}`);
 
-const { values: args } = parseArgs({
+const USAGE = `usage: npm run bench -- [--quick] [--runs N] [--duration S] [--only NAME] [--stage-timeout S] [--out DIR]
+
+Measures Spate on this machine against, in the same run, a trivial uWS handler and raw JetStream
+publishing (the ceilings) and a straightforward node:http server (the baseline): capture
+throughput, latency at 25/50/75% of the maximum, the historical import, one worker's throughput
+and end-to-end lag on a whole local cluster. Writes <date>.md, <date>.json and SVG charts to
+bench/results/.
+
+  --quick            a smoke test of every stage in under a minute (1 s runs, small sizes; no
+                     end-to-end stage unless --only names it): not figures
+  --runs N           runs per measurement, reported as medians (default 3; 1 with --quick)
+  --duration S       seconds per measurement (default 10; 1 with --quick)
+  --only NAME        only the stages and scenarios whose name contains NAME, any case
+                     (capture single, batch, 20 MB, latency, import, worker, e2e)
+  --stage-timeout S  time limit of every stage (default: about twice what each should take)
+  --out DIR          where the report goes (default bench/results)
+  -h, --help         this text`;
+
+const { values: args } = parseBenchArgs(USAGE, {
   options: {
     quick: { type: 'boolean', default: false },
     runs: { type: 'string' },
@@ -43,7 +61,7 @@ const { values: args } = parseArgs({
 function positive(option: string, value: string | undefined, fallback: number, integer = false): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!(n > 0) || (integer && !Number.isInteger(n))) throw new Error(`--${option} must be a positive ${integer ? 'integer' : 'number'} (got ${JSON.stringify(value)})`);
+  if (!(n > 0) || (integer && !Number.isInteger(n))) usageError(USAGE, `--${option} must be a positive ${integer ? 'integer' : 'number'} (got ${JSON.stringify(value)})`);
   return n;
 }
 

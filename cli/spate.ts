@@ -17,9 +17,13 @@ const commands: Record<string, () => Promise<Command>> = {
 async function main(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
   const load = name ? commands[name] : undefined;
+  if (name === '--help' || name === '-h' || name === 'help') {
+    console.log(USAGE);
+    return 0;
+  }
   if (!load) {
-    console.error(USAGE);
-    return name === undefined || name === '--help' || name === '-h' ? 0 : 2;
+    console.error(name === undefined ? USAGE : `unknown command: ${name}\n${USAGE}`);
+    return 2;
   }
   return (await load())(args);
 }

@@ -8,6 +8,19 @@ import { randomUUID } from 'node:crypto';
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connectNats, PROJECTS_BUCKET, shardOf, subjectFor, type ProjectRecord } from '../../lib/index.js';
+import { parseBenchArgs } from '../lib/cli.js';
+
+parseBenchArgs(
+  `usage: node dist/bench/baseline/server.js
+
+The benchmark's baseline (started by \`npm run bench\`; not part of the product): the capture server
+a Node team would write first, node:http with one awaited JetStream publish per event. Prints
+{"port":N} on stdout when listening. Environment: NATS_URL (default nats://127.0.0.1:4222), PORT
+(default 0: any free port), SHARD_COUNT (default 16).
+
+  -h, --help    this text`,
+  { options: {} },
+);
 
 const shardCount = Number(process.env.SHARD_COUNT ?? 16);
 const nc = await connectNats(process.env.NATS_URL ?? 'nats://127.0.0.1:4222', 'bench-baseline');

@@ -8,12 +8,12 @@
 // here move most. It is steady enough to compare two builds on a noisy machine (the fastest of
 // several rounds, runs of both builds interleaved), where the full bench (throughput.ts) moves
 // ±20% with the host.
-import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { toNdjson } from '../../lib/index.js';
 import { packOutputs, parseMessages, processedLine, type OutputLine, type SourceMessage } from '../../workers/batch-codec.js';
 import { distinctIdKey, personUuidFor, PersonWorkspace, type PersonState } from '../../workers/person-workspace.js';
 import { distinctIdsToLoad, processEvents } from '../../workers/process-events.js';
+import { parseBenchArgs, usageError } from '../lib/cli.js';
 import { MixGenerator, PROJECT } from '../lib/worker-mix.js';
 
 const PERSONS = 20_000;
@@ -106,13 +106,18 @@ export function runBatchCpu(batches: number, eventsPerBatch: number, rounds = 7)
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const { values } = parseArgs({ options: { batches: { type: 'string', default: '20' }, events: { type: 'string', default: '8000' } } });
+  const usage = `usage: npx tsx bench/workers/batch-cpu.ts [--batches N] [--events N]
+
+The worker's in-process work on one batch, without PostgreSQL or NATS: parse, process and pack,
+in µs per event (the fastest of 7 rounds). Steady enough to compare two builds on one machine.
+
+  --batches N   batches per round (default 20)
+  --events N    events per batch (default 8000)
+  -h, --help    this text`;
+  const { values } = parseBenchArgs(usage, { options: { batches: { type: 'string', default: '20' }, events: { type: 'string', default: '8000' } } });
   const batches = Number(values.batches);
   const events = Number(values.events);
-  if (!Number.isInteger(batches) || batches < 1 || !Number.isInteger(events) || events < 1) {
-    console.error('usage: batch-cpu [--batches N] [--events N]   (positive whole numbers)');
-    process.exit(2);
-  }
+  if (!Number.isInteger(batches) || batches < 1 || !Number.isInteger(events) || events < 1) usageError(usage, '--batches and --events must be positive whole numbers');
   const figures = runBatchCpu(batches, events);
   console.log('worker batch CPU path, µs/event (fastest of 7 rounds; wall time, GC included)');
   for (const [stage, us] of Object.entries(figures)) console.log(`  ${stage.padEnd(8)} ${us}`);

@@ -1,0 +1,64 @@
+// Every command of the project answers `--help` with its usage and exit code 0, and a bench
+// program given an option it does not know says so with its usage and exit code 2, never a
+// stack trace. Run from source (as `npm run …` runs them once built).
+import { execFile } from 'node:child_process';
+import { resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const root = resolve(import.meta.dirname, '..');
+
+interface Ran {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function run(file: string, args: string[]): Promise<Ran> {
+  return new Promise((done) => {
+    // An empty environment of the project's own variables: a DATABASE_URL or NATS_URL set in the
+    // shell must not change what --help does.
+    const env = { PATH: process.env.PATH, HOME: process.env.HOME };
+    execFile(process.execPath, ['--import', 'tsx', resolve(root, file), ...args], { cwd: root, env, timeout: 50_000 }, (err, stdout, stderr) => {
+      done({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
+    });
+  });
+}
+
+const STACK_TRACE = /^\s+at .+:\d+:\d+\)?$/m;
+
+const commands: [name: string, file: string, args: string[]][] = [
+  ['spate', 'cli/spate.ts', []],
+  ['spate import', 'cli/spate.ts', ['import']],
+  ['spate admin', 'cli/spate.ts', ['admin']],
+  ['spate admin bootstrap', 'cli/spate.ts', ['admin', 'bootstrap']],
+  ['spate admin user', 'cli/spate.ts', ['admin', 'user']],
+  ['spate admin key', 'cli/spate.ts', ['admin', 'key']],
+  ['ingest node (node dist/ingest/main.js)', 'ingest/main.ts', []],
+  ['admin server (node dist/admin/main.js)', 'admin/main.ts', []],
+  ['worker (node dist/workers/main.js)', 'workers/main.ts', []],
+  ['npm start', 'deploy/start.ts', []],
+  ['npm run bench', 'bench/run.ts', []],
+  ['bench/generate-events.ts', 'bench/generate-events.ts', []],
+  ['bench/parse-inline.ts', 'bench/parse-inline.ts', []],
+  ['bench/workers/throughput.ts', 'bench/workers/throughput.ts', []],
+  ['bench/workers/batch-cpu.ts', 'bench/workers/batch-cpu.ts', []],
+  ['bench/ceilings/trivial-uws.ts', 'bench/ceilings/trivial-uws.ts', []],
+  ['bench/baseline/server.ts', 'bench/baseline/server.ts', []],
+];
+
+describe.concurrent('--help', () => {
+  it.each(commands)('help - %s --help prints its usage and exits 0', async (_name, file, args) => {
+    const r = await run(file, [...args, '--help']);
+    expect(r.stderr).not.toMatch(STACK_TRACE);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/usage|Configuration \(environment variables\)/i);
+  });
+
+  it.each(commands.filter(([name]) => name.includes('bench')))('help - %s refuses an unknown option with its usage and exit code 2', async (_name, file, args) => {
+    const r = await run(file, [...args, '--no-such-option']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--no-such-option');
+    expect(r.stderr).toMatch(/usage/i);
+    expect(r.stderr).not.toMatch(STACK_TRACE);
+  });
+});
