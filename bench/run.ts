@@ -14,10 +14,10 @@ import { join } from 'node:path';
 import { parseBenchArgs, usageError } from './lib/cli.js';
 import { BENCH_KEY, startCaptureRig, type CaptureRig } from './lib/capture-rig.js';
 import { writeEventsFile } from './lib/generate-events.js';
-import { markdownTable, median, writeResults } from './lib/report.js';
+import { asJson, markdownTable, median, writeResults } from './lib/report.js';
 import { runInfo } from './lib/run-info.js';
 import { describeError, runStage, stageSummary, type StageStatus } from './lib/stages.js';
-import { BASELINE, SPATE, STAGES, suiteCharts, suiteData, suiteTables, type StageName, type SuiteState } from './lib/suite-report.js';
+import { BASELINE, SPATE, STAGES, suiteCharts, suiteData, suiteTables, type StageName, type SuiteChartData, type SuiteState } from './lib/suite-report.js';
 import { captureScenarios, emptyCaptureResults, measureCapture } from './scenarios/capture.js';
 import { runEndToEnd } from './scenarios/e2e-cluster.js';
 import { workersAvailable } from './scenarios/e2e-lag.js';
@@ -274,7 +274,8 @@ async function main(): Promise<void> {
   }
 
   const tables = suiteTables(state);
-  const charts = await suiteCharts(state, outDir, name).catch((err: unknown) => `## Charts\n\nnot drawn: ${describeError(err)}`);
+  // Drawn from the data as the JSON file holds it, as bench/charts.ts draws a committed report again.
+  const charts = await suiteCharts(asJson(suiteData(state)) as SuiteChartData, outDir, name).catch((err: unknown) => `## Charts\n\nnot drawn: ${describeError(err)}`);
   const files = writeResults(outDir, name, { info, elapsedS: elapsedS(), tables, data: suiteData(state), extra: charts });
   const failed = [...state.stages].filter(([, s]) => s.state === 'failed');
   console.log(`\n${tables.map(markdownTable).join('\n\n')}\n\nwritten: ${files.md}`);

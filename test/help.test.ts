@@ -38,6 +38,7 @@ const commands: [name: string, file: string, args: string[]][] = [
   ['worker (node dist/workers/main.js)', 'workers/main.ts', []],
   ['npm start', 'deploy/start.ts', []],
   ['npm run bench', 'bench/run.ts', []],
+  ['bench/charts.ts', 'bench/charts.ts', []],
   ['bench/generate-events.ts', 'bench/generate-events.ts', []],
   ['bench/parse-inline.ts', 'bench/parse-inline.ts', []],
   ['bench/workers/throughput.ts', 'bench/workers/throughput.ts', []],

@@ -1,4 +1,6 @@
 // Benchmark charts as SVG, drawn by Vega-Lite + Vega headless (pure JS: no canvas, no browser).
+// They are read on a page: each fits in ~1000 px of width (test/charts.int.test.ts renders them
+// in Chromium and checks their size and marks).
 import { writeFileSync } from 'node:fs';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
@@ -27,34 +29,62 @@ async function renderSvg(spec: TopLevelSpec): Promise<string> {
 
 const SERIES_ORDER = ['Spate', 'baseline (node:http, publish per event)', 'trivial uWS (HTTP ceiling)', 'raw JetStream publish (broker ceiling)'];
 
-/** Grouped bars of events/s per scenario, log scale (baseline and ceilings differ by orders of magnitude). */
+/** The powers of ten below the smallest value (strictly: every bar has a length) and at or above the largest. */
+export function logDomain(values: readonly number[]): [number, number] {
+  const low = 10 ** (Math.ceil(Math.log10(Math.min(...values))) - 1);
+  const high = 10 ** Math.ceil(Math.log10(Math.max(...values)));
+  return [low, high];
+}
+
+/**
+ * Horizontal grouped bars of events/s per scenario, with each value written at the end of its
+ * bar. The scale is logarithmic (the baseline and the HTTP ceiling differ by three orders of
+ * magnitude), so a bar's length is measured from a fixed power of ten below every value rather
+ * than from zero, which a log scale cannot show (bars drawn from zero have no length at all).
+ */
 export async function throughputChart(path: string, title: string, bars: readonly ThroughputBar[]): Promise<void> {
   const values = bars.filter((b) => Number.isFinite(b.eventsPerSec) && b.eventsPerSec > 0);
+  if (values.length === 0) throw new Error('no throughput was measured: nothing to draw');
+  const domain = logDomain(values.map((b) => b.eventsPerSec));
+  const y = { field: 'scenario', type: 'nominal', sort: null, axis: { title: null, labelLimit: 140 } } as const;
+  const decades: number[] = [];
+  for (let v = domain[0]; v <= domain[1]; v *= 10) decades.push(v);
+  const x = { field: 'eventsPerSec', type: 'quantitative', scale: { type: 'log', domain }, axis: { values: decades, format: '~s', title: 'events/s (log scale)' } } as const;
   const spec: TopLevelSpec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title,
-    width: { step: 110 },
-    height: 320,
+    width: 640,
+    height: { step: 16 },
     data: { values: values as unknown as Record<string, unknown>[] },
-    mark: { type: 'bar', tooltip: true },
-    encoding: {
-      x: { field: 'scenario', type: 'nominal', sort: null, axis: { labelAngle: 0, title: null } },
-      xOffset: { field: 'series', sort: SERIES_ORDER },
-      y: { field: 'eventsPerSec', type: 'quantitative', scale: { type: 'log' }, title: 'events/s (log scale)' },
-      color: { field: 'series', type: 'nominal', sort: SERIES_ORDER, legend: { orient: 'bottom', columns: 2, title: null, labelLimit: 320 } },
-    },
+    encoding: { y, yOffset: { field: 'series', sort: SERIES_ORDER } },
+    layer: [
+      {
+        mark: { type: 'bar', tooltip: true },
+        encoding: {
+          x,
+          x2: { datum: domain[0] },
+          color: { field: 'series', type: 'nominal', sort: SERIES_ORDER, legend: { orient: 'bottom', columns: 2, title: null, labelLimit: 320 } },
+        },
+      },
+      {
+        mark: { type: 'text', align: 'left', baseline: 'middle', dx: 3, fontSize: 10 },
+        encoding: { x, text: { field: 'eventsPerSec', type: 'quantitative', format: '.3~s' } },
+      },
+    ],
   };
   writeFileSync(path, await renderSvg(spec));
 }
 
 /** Latency percentiles (ms) against the offered rate (% of the maximum measured in the run). */
 export async function latencyChart(path: string, title: string, points: readonly LatencyPoint[]): Promise<void> {
+  const values = points.filter((p) => Number.isFinite(p.ms));
+  if (values.length === 0) throw new Error('no latency was measured: nothing to draw');
   const spec: TopLevelSpec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title,
-    width: 420,
+    width: 480,
     height: 300,
-    data: { values: points.filter((p) => Number.isFinite(p.ms)) as unknown as Record<string, unknown>[] },
+    data: { values: values as unknown as Record<string, unknown>[] },
     mark: { type: 'line', point: true, tooltip: true },
     encoding: {
       x: { field: 'percentOfMax', type: 'quantitative', title: 'offered rate, % of measured maximum', scale: { domain: [0, 100] } },

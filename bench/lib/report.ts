@@ -61,6 +61,11 @@ export function writeResults(dir: string, name: string, o: { info: RunInfo; elap
   return { md, json };
 }
 
+/** A value as its JSON file holds it (what a reader of the file gets back). */
+export function asJson(value: unknown): unknown {
+  return JSON.parse(JSON.stringify(value, jsonNumbers)) as unknown;
+}
+
 /** NaN and Infinity are not JSON: written as null. Maps as objects. */
 function jsonNumbers(_key: string, value: unknown): unknown {
   if (typeof value === 'number' && !Number.isFinite(value)) return null;

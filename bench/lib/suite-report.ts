@@ -2,7 +2,7 @@
 // far. A stage that failed or did not run says so ("failed: <reason>", "not run: <reason>") in
 // its section and in the stages table; the other sections are unaffected.
 import { join } from 'node:path';
-import type { CaptureResults, CaptureScenario } from '../scenarios/capture.js';
+import { captureScenarios, type CaptureResults, type CaptureScenario } from '../scenarios/capture.js';
 import type { LagPoint } from '../scenarios/e2e-lag.js';
 import type { ImportMeasurement } from '../scenarios/historical-import.js';
 import type { RatePoint } from '../scenarios/latency-vs-rate.js';
@@ -210,9 +210,10 @@ export function suiteTables(state: SuiteState): Table[] {
 
 /** Everything measured, every run (the tables hold medians). */
 export function suiteData(state: SuiteState): unknown {
+  const brokerScenarios = state.scenarios.filter((s) => s.brokerCeiling && state.capture.spate.has(s.name)).map((s) => s.name);
   return {
     stages: Object.fromEntries(state.stages),
-    capture: { spate: state.capture.spate, baseline: state.capture.baseline, http: state.capture.http, broker: state.capture.broker },
+    capture: { spate: state.capture.spate, baseline: state.capture.baseline, http: state.capture.http, broker: state.capture.broker, brokerScenarios },
     imports: state.imports,
     latency: state.latency,
     lag: state.lag ?? null,
@@ -220,36 +221,69 @@ export function suiteData(state: SuiteState): unknown {
   };
 }
 
-/** Draws the charts there is data for; returns their Markdown. */
-export async function suiteCharts(state: SuiteState, outDir: string, name: string): Promise<string> {
-  const { capture } = state;
+/** A measurement as the JSON report holds it (a figure that was not a number is null). */
+interface Figures {
+  eventsPerSec: number | null;
+}
+interface Percentiles {
+  fraction: number;
+  p50: number | null;
+  p90: number | null;
+  p99: number | null;
+}
+
+/** What the charts are drawn from: the `data` of a report's JSON file (suiteData, Maps as objects). */
+export interface SuiteChartData {
+  capture: {
+    spate: Record<string, Figures[]>;
+    baseline: Record<string, Figures[]>;
+    http: Record<string, Figures[]>;
+    broker: Figures[];
+    /** Scenarios compared with the broker ceiling; reports written before it was recorded lack it. */
+    brokerScenarios?: string[];
+  };
+  imports: Record<string, Figures[]>;
+  latency: Record<string, Percentiles[]>;
+  lag: Percentiles[] | null;
+}
+
+const eventsPerSec = (list: readonly Figures[] | undefined) => median((list ?? []).map((x) => x.eventsPerSec ?? Number.NaN));
+const figure = (v: number | null) => v ?? Number.NaN;
+
+/**
+ * Draws the charts there is data for, from a report's JSON data (so the charts of a committed
+ * report can be drawn again: bench/charts.ts); returns their Markdown.
+ */
+export async function suiteCharts(data: SuiteChartData, outDir: string, name: string): Promise<string> {
+  const { capture } = data;
   const charts: string[] = [];
   const bars: ThroughputBar[] = [];
-  const brokerEvents = median(capture.broker.map((b) => b.eventsPerSec));
-  for (const s of state.scenarios.filter((x) => capture.spate.has(x.name))) {
-    const events = capture.events.get(s.name) ?? Number.NaN;
-    bars.push({ scenario: s.name, series: SPATE, eventsPerSec: med(capture.spate.get(s.name), (x) => x.eventsPerSec) });
-    bars.push({ scenario: s.name, series: BASELINE, eventsPerSec: med(capture.baseline.get(s.name), (x) => x.eventsPerSec) });
-    if (s.httpCeiling) bars.push({ scenario: s.name, series: HTTP_CEILING, eventsPerSec: med(capture.http.get(s.name), (x) => x.reqPerSec) * events });
-    if (s.brokerCeiling) bars.push({ scenario: s.name, series: BROKER_CEILING, eventsPerSec: brokerEvents });
+  const brokerScenarios = new Set(capture.brokerScenarios ?? captureScenarios('', { quick: false }).filter((s) => s.brokerCeiling).map((s) => s.name));
+  for (const [scenario, measured] of Object.entries(capture.spate)) {
+    bars.push({ scenario, series: SPATE, eventsPerSec: eventsPerSec(measured) });
+    bars.push({ scenario, series: BASELINE, eventsPerSec: eventsPerSec(capture.baseline[scenario]) });
+    // The trivial handler's events/s: its requests/s times the events in each request.
+    if (capture.http[scenario]) bars.push({ scenario, series: HTTP_CEILING, eventsPerSec: eventsPerSec(capture.http[scenario]) });
+    if (brokerScenarios.has(scenario)) bars.push({ scenario, series: BROKER_CEILING, eventsPerSec: eventsPerSec(capture.broker) });
   }
   for (const series of [SPATE, BASELINE]) {
-    const list = state.imports.get(series);
-    if (list?.length) bars.push({ scenario: 'historical import', series, eventsPerSec: med(list, (x) => x.eventsPerSec) });
+    const list = data.imports[series];
+    if (list?.length) bars.push({ scenario: 'historical import', series, eventsPerSec: eventsPerSec(list) });
   }
-  if (bars.length > 0) {
+  if (bars.some((b) => b.eventsPerSec > 0)) {
     await throughputChart(join(outDir, `${name}-throughput.svg`), `Events/s per scenario: Spate vs baseline and ceilings (${name})`, bars);
     charts.push(`![Throughput per scenario](${name}-throughput.svg)`);
   }
-  const latencyPoints: LatencyPoint[] = [...state.latency].flatMap(([scenario, points]) =>
-    points.flatMap((p) => (['p50', 'p90', 'p99'] as const).map((q) => ({ percentOfMax: p.fraction * 100, series: `${scenario} ${q}`, ms: p[q] }))),
-  );
-  if (latencyPoints.length > 0) {
+  const percentiles = (p: Percentiles, series: (q: string) => string): LatencyPoint[] =>
+    (['p50', 'p90', 'p99'] as const).map((q) => ({ percentOfMax: p.fraction * 100, series: series(q), ms: figure(p[q]) }));
+  const latencyPoints = Object.entries(data.latency).flatMap(([scenario, points]) => points.flatMap((p) => percentiles(p, (q) => `${scenario} ${q}`)));
+  if (latencyPoints.some((p) => Number.isFinite(p.ms))) {
     await latencyChart(join(outDir, `${name}-latency.svg`), `Capture latency vs offered rate (${name})`, latencyPoints);
     charts.push(`![Capture latency vs offered rate](${name}-latency.svg)`);
   }
-  if (state.lag) {
-    const lagPoints = state.lag.filter((p) => p.fraction < 1).flatMap((p) => (['p50', 'p90', 'p99'] as const).map((q) => ({ percentOfMax: p.fraction * 100, series: `lag ${q}`, ms: p[q] })));
+  // The first lag point is the pipeline's maximum, not a share of it.
+  const lagPoints = (data.lag ?? []).filter((p) => p.fraction < 1).flatMap((p) => percentiles(p, (q) => `lag ${q}`));
+  if (lagPoints.some((p) => Number.isFinite(p.ms))) {
     await latencyChart(join(outDir, `${name}-e2e-lag.svg`), `End-to-end lag vs offered rate (${name})`, lagPoints);
     charts.push(`![End-to-end lag vs offered rate](${name}-e2e-lag.svg)`);
   }
