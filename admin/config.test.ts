@@ -45,7 +45,7 @@ describe('admin config', () => {
     }
   });
 
-  it('admin config - --help and the README table describe every variable', () => {
+  it('admin config - --help and the docs table (docs/configuration.md) describe every variable', () => {
     const help = adminConfigHelp();
     const md = configMarkdown(adminConfigDefinition);
     for (const s of Object.values(adminConfigDefinition)) {

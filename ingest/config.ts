@@ -1,4 +1,4 @@
-// Ingest node configuration, read once from the environment (see README, "Configuration").
+// Ingest node configuration, read once from the environment (docs/configuration.md).
 import { availableParallelism } from 'node:os';
 import {
   configHelp,
@@ -17,7 +17,7 @@ import { z } from 'zod';
 
 const cores = availableParallelism();
 
-/** The default of MAX_DECOMPRESSED_BYTES, as help and README show it: it follows MAX_BODY_BYTES. */
+/** The default of MAX_DECOMPRESSED_BYTES, as help and docs/configuration.md show it: it follows MAX_BODY_BYTES. */
 const FOLLOWS_BODY_LIMIT = '5 × MAX_BODY_BYTES';
 /** Decoded payloads may be this many times the wire limit by default (PostHog's production ratio). */
 const DECOMPRESSED_PER_BODY_BYTE = 5;

@@ -1,5 +1,5 @@
 // Every answer the capture endpoints give other than success. Codes are stable: clients
-// and dashboards key on them. README, "Capture error codes", documents each (a test checks).
+// and dashboards key on them. docs/capture-api.md, "Answers", documents each (a test checks).
 import { ApiError, defineErrors, errorMapper } from '../lib/index.js';
 
 export const captureErrors = defineErrors({

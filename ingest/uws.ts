@@ -33,7 +33,7 @@ function loadNativeUws(): typeof UWS {
   }
   throw new Error(
     `no uWebSockets.js binary loads on Node ${process.version} (${process.platform}/${process.arch}, ABI ${process.versions.modules}). ` +
-      `Tried:\n  ${tried.join('\n  ')}\nSpate needs a native build for this Node ABI; see README, "Platform".`,
+      `Tried:\n  ${tried.join('\n  ')}\nSpate needs a native build for this Node ABI; see docs/development.md, "Platform notes".`,
   );
 }
 

@@ -1,6 +1,6 @@
 // Configuration: one definition per deployable, read from the environment once,
 // every problem reported at once, then frozen. The same definition prints `--help`
-// and the README configuration table, so documentation cannot drift from code.
+// and the configuration tables of docs/configuration.md, so documentation cannot drift from code.
 import { z } from 'zod';
 
 export interface Setting<T extends z.ZodType = z.ZodType> {
@@ -75,7 +75,7 @@ export function configHelp(title: string, definition: ConfigDefinition): string 
   ].join('\n');
 }
 
-/** Markdown table rows for README. */
+/** Markdown table rows, as docs/configuration.md shows them. */
 export function configMarkdown(definition: ConfigDefinition): string {
   const lines = ['| variable | default | meaning |', '|---|---|---|'];
   for (const r of describeConfig(definition)) {
@@ -105,7 +105,7 @@ export function parseDuration(text: string): number {
   return Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS];
 }
 
-/** Defaults as a person writes them ("2m"), for help and README, where the schema's output is ms. */
+/** Defaults as a person writes them ("2m"), for help and docs, where the schema's output is ms. */
 const shownDefaults = new WeakMap<z.ZodType, string>();
 
 function showDefault<T extends z.ZodType>(schema: T, text: string): T {

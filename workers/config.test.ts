@@ -27,7 +27,7 @@ describe('worker config', () => {
     }
   });
 
-  it('config - --help and the README table list every setting', () => {
+  it('config - --help and the docs table (docs/configuration.md) list every setting', () => {
     const help = workerHelp();
     const md = configMarkdown(workerConfigDefinition);
     for (const s of Object.values(workerConfigDefinition)) {
