@@ -1,8 +1,8 @@
 // The commands the README and docs/admin-api.md give a newcomer, run exactly as written, in the
 // order written, in a shell whose working directory holds the cluster's `.data/` (as the checkout
-// does after `npm start`): the README's first event with curl and with posthog-node, its metrics
-// check, then the admin API tour and the `npx spate admin` commands. The cluster is the launcher
-// behind `npm start`, run from source.
+// does after `npm start`): the README's first event with curl and with posthog-node and its metrics
+// check; then every command of docs/admin-api.md (the tour, `npx spate admin`, batch exports,
+// plugins). The cluster is the launcher behind `npm start`, run from source.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,14 +20,29 @@ chmodSync(cwd, 0o711); // as root, PostgreSQL (running as `postgres`) keeps its 
 symlinkSync(join(root, 'node_modules'), join(cwd, 'node_modules'));
 const dataDir = join(cwd, '.data');
 
-/** The fenced code blocks of one `## ` section of a Markdown file, in order. */
-function codeBlocks(file: string, heading: string): { lang: string; code: string }[] {
+/** The fenced code blocks of a Markdown file, or of one of its `## ` sections, in order. */
+function codeBlocks(file: string, heading?: string): { lang: string; code: string }[] {
   const text = readFileSync(join(root, file), 'utf8');
-  const start = text.indexOf(`\n## ${heading}\n`);
+  const start = heading === undefined ? 0 : text.indexOf(`\n## ${heading}\n`);
   if (start < 0) throw new Error(`${file} has no section "## ${heading}"`);
-  const end = text.indexOf('\n## ', start + 1);
+  const end = heading === undefined ? -1 : text.indexOf('\n## ', start + 1);
   const section = text.slice(start, end < 0 ? undefined : end);
   return [...section.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((m) => ({ lang: m[1]!, code: m[2]! }));
+}
+
+/** The commands of a shell block: lines joined where they end in a backslash; comment lines dropped. */
+function shellCommands(code: string): string[] {
+  const commands: string[] = [];
+  let current = '';
+  for (const line of code.split('\n')) {
+    if (!current && /^\s*(#.*)?$/.test(line)) continue;
+    current += (current ? '\n' : '') + line;
+    if (!line.endsWith('\\')) {
+      commands.push(current);
+      current = '';
+    }
+  }
+  return commands;
 }
 
 /** Runs a script in bash in the working directory above; stdout, and what failed if it failed. */
@@ -119,42 +134,52 @@ describe('a newcomer with the README and docs', () => {
     expect(mine.every((e) => e.project_id === cluster.projectId)).toBe(true);
   });
 
-  it('first event - the admin API tour and the spate admin commands of docs/admin-api.md work as written', { timeout: 180_000 }, async () => {
-    const [tour, ...tourRest] = codeBlocks('docs/admin-api.md', 'A first tour');
-    const [cli, ...cliRest] = codeBlocks('docs/admin-api.md', 'Users and keys: the command line');
-    expect([tour?.lang, tourRest.length, cli?.lang, cliRest.length]).toEqual(['sh', 0, 'sh', 0]);
+  it('first event - every command of docs/admin-api.md works as written, in order', { timeout: 180_000 }, async () => {
+    const blocks = codeBlocks('docs/admin-api.md');
+    expect(blocks.map((b) => b.lang)).toEqual(['sh', 'sh', 'sh', 'sh']);
     // `npx spate` runs the package's bin, dist/cli/spate.js, the build of cli/spate.ts: here the
     // source, so the test needs no build. Everything else runs as written.
     const npx = `npx() { if [[ $1 == spate ]]; then shift; node --import tsx ${JSON.stringify(join(root, 'cli/spate.ts'))} "$@"; else command npx "$@"; fi; }`;
-    const marks = ['organizations', 'new organization', 'project', 'invite', 'domain', 'members'];
-    // The tour's commands, each followed by a mark, so each answer can be told apart.
-    const tourLines = tour!.code.split('\n');
-    const commands = tourLines.filter((l) => /^(curl|ORG=)/.test(l));
-    expect(commands.length).toBe(marks.length);
-    let i = 0;
-    const marked = tourLines.map((l) => (/^(curl|ORG=)/.test(l) ? `${l}\necho; echo '--- ${marks[i++]}'` : l)).join('\n');
-    const r = await bash(`${npx}\n${marked}\necho "ORG=$ORG"\necho '--- cli'\n${cli!.code}`);
+    const commands = blocks.flatMap((b) => shellCommands(b.code));
+    // After each command a mark, so each one's output can be told apart.
+    const script = commands.map((c, i) => `${c}\necho; echo '--- ${i}'`).join('\n');
+    const r = await bash(`${npx}\n${script}`);
     expect(r.code, `${r.stderr}\n${r.stdout}`).toBe(0);
-    const parts = r.stdout.split(/^--- .+\n/m);
-    const answers = Object.fromEntries(marks.map((m, j) => [m, parts[j]!.trim()]));
+    const outputs = r.stdout.split(/^--- \d+\n/m).slice(0, commands.length).map((o) => o.trim());
+    const ran = commands.map((command, i) => ({ command: command.split('\n')[0]!, output: outputs[i]! }));
+    const answer = (start: string) => {
+      const found = ran.find((c) => c.command.startsWith(start));
+      expect(found, start).toBeDefined();
+      return found!.output;
+    };
 
-    expect(JSON.parse(answers.organizations!)).toMatchObject({ count: 1, results: [{ id: cluster.organizationId }] });
-    const org = /^ORG=(.+)$/m.exec(parts[marks.length]!)![1]!;
-    expect(org).toMatch(/^[0-9a-f-]{36}$/);
-    expect(JSON.parse(answers.project!)).toMatchObject({ name: 'Web', api_token: expect.stringMatching(/^phc_/) });
-    expect(JSON.parse(answers.invite!)).toMatchObject({ target_email: 'ann@acme.com', level: 8 });
-    expect(JSON.parse(answers.domain!)).toMatchObject({ domain: 'acme.com', verification_challenge: expect.any(String) });
-    expect(JSON.parse(answers.members!)).toMatchObject({ count: 1 });
+    // Every API answer is JSON, none of them an error; the spate admin commands print lines.
+    for (const { command, output } of ran) {
+      if (command.startsWith('npx ') || output === '') continue;
+      expect(() => JSON.parse(output), `${command}\n${output}`).not.toThrow();
+      expect(Object.keys(JSON.parse(output) as object), `${command}\n${output}`).not.toEqual(expect.arrayContaining(['type', 'code', 'detail']));
+    }
+    expect(JSON.parse(answer('curl -s -H "$AUTH" "$ADMIN/api/organizations/"'))).toMatchObject({ count: 1, results: [{ id: cluster.organizationId }] });
+    expect(JSON.parse(answer('curl -s -H "$AUTH" "$ADMIN/api/projects/$PROJECT/"'))).toMatchObject({ name: 'Web', api_token: expect.stringMatching(/^phc_/) });
+    expect(JSON.parse(answer('curl -s -H "$AUTH" -H "$JSON" -d \'{"target_email"'))).toMatchObject({ target_email: 'ann@acme.com', level: 8 });
+    expect(JSON.parse(answer('curl -s -H "$AUTH" -H "$JSON" -d \'{"domain"'))).toMatchObject({ domain: 'acme.com', verification_challenge: expect.any(String) });
+    expect(JSON.parse(answer('curl -s -H "$AUTH" "$ADMIN/api/organizations/$ORG/members/'))).toMatchObject({ count: 1 });
 
-    // The command line: the user's uuid, a key (twice) and the bootstrap's JSON, as the comments say.
-    const out = parts[marks.length + 1]!;
-    const keys = [...out.matchAll(/^(phx_\S+)$/gm)].map((m) => m[1]!);
-    expect(out).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/m);
-    expect(keys.length).toBe(2);
-    expect(out).toContain(`"personalApiKey": "${cluster.personalApiKey}"`);
-    // Ann is an admin of Acme now, and her limited key sees Acme (and nothing else).
+    // The command line: the user's uuid, two keys and the bootstrap's JSON, as the comments say.
+    expect(answer('npx spate admin user').split('\n').at(-1)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    const keys = ran.filter((c) => c.command.startsWith('npx spate admin key')).map((c) => c.output.split('\n').at(-1)!);
+    expect(keys).toEqual([expect.stringMatching(/^phx_/), expect.stringMatching(/^phx_/)]);
+    expect(JSON.parse(answer('npx spate admin bootstrap'))).toMatchObject({ personalApiKey: cluster.personalApiKey });
+    // Ann's key limited to Acme sees Acme only.
     const seen = await fetch(`${cluster.adminUrl}/api/organizations/`, { headers: { authorization: `Bearer ${keys[1]}` } });
-    expect(seen.status).toBe(200);
-    expect(((await seen.json()) as { results: { id: string }[] }).results.map((o) => o.id)).toEqual([org]);
+    expect(((await seen.json()) as { results: { name: string }[] }).results.map((o) => o.name)).toEqual(['Acme']);
+
+    // The export: paused, with the backfill's runs; the plugin config: enabled, its logs empty.
+    expect(JSON.parse(answer('curl -s -H "$AUTH" "$ADMIN/api/organizations/$ORG/batch_exports/$EXPORT/"'))).toMatchObject({
+      name: 'To S3',
+      paused: true,
+      latest_runs: expect.arrayContaining([expect.objectContaining({ status: 'Starting' })]),
+    });
+    expect(JSON.parse(answer('curl -s -H "$AUTH" "$ADMIN/api/projects/$PROJECT/plugin_configs/$CONFIG/logs/'))).toMatchObject({ count: 0 });
   });
 });
