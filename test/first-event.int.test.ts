@@ -1,8 +1,8 @@
 // The commands the README and docs/admin-api.md give a newcomer, run exactly as written, in the
 // order written, in a shell whose working directory holds the cluster's `.data/` (as the checkout
 // does after `npm start`): the README's first event with curl and with posthog-node and its metrics
-// check; then every command of docs/admin-api.md (the tour, `npx spate admin`, batch exports,
-// plugins). The cluster is the launcher behind `npm start`, run from source.
+// check; every command of docs/admin-api.md (the tour, `npx spate admin`, batch exports, plugins);
+// the import of docs/import.md. The cluster is the launcher behind `npm start`, run from source.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,10 +14,11 @@ import { waitFor } from './kit/index.js';
 
 const root = resolve(import.meta.dirname, '..');
 // The shell's working directory: `.data/` is the cluster's, `node_modules` the checkout's (so
-// `import 'posthog-node'` and `--import tsx` resolve as they do in the checkout).
+// `import 'posthog-node'`, `npx tsx` and `--import tsx` resolve as they do in the checkout).
 const cwd = mkdtempSync(join(tmpdir(), 'spate-first-event-'));
 chmodSync(cwd, 0o711); // as root, PostgreSQL (running as `postgres`) keeps its files inside
 symlinkSync(join(root, 'node_modules'), join(cwd, 'node_modules'));
+symlinkSync(join(root, 'bench'), join(cwd, 'bench')); // docs/import.md makes a file with bench/generate-events.ts
 const dataDir = join(cwd, '.data');
 
 /** The fenced code blocks of a Markdown file, or of one of its `## ` sections, in order. */
@@ -52,6 +53,37 @@ function bash(script: string): Promise<{ code: number; stdout: string; stderr: s
       done({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
     });
   });
+}
+
+// `npx spate` runs the package's bin, dist/cli/spate.js, the build of cli/spate.ts: here the
+// source, so the tests need no build. Everything else runs as written.
+const NPX = `npx() { if [[ $1 == spate ]]; then shift; node --import tsx ${JSON.stringify(join(root, 'cli/spate.ts'))} "$@"; else command npx "$@"; fi; }`;
+
+/** Runs commands in one bash session, in order; each one's first line and output. */
+async function runCommands(commands: string[]): Promise<{ command: string; output: string }[]> {
+  // After each command a mark, so each one's output can be told apart.
+  const script = commands.map((c, i) => `${c}\necho; echo '--- ${i}'`).join('\n');
+  const r = await bash(`${NPX}\n${script}`);
+  expect(r.code, `${r.stderr}\n${r.stdout}`).toBe(0);
+  const outputs = r.stdout.split(/^--- \d+\n/m).slice(0, commands.length).map((o) => o.trim());
+  return commands.map((command, i) => ({ command: command.split('\n')[0]!, output: outputs[i]! }));
+}
+
+/** Events stored in a stream (the Spate-Events header of each message). */
+async function streamEvents(natsUrl: string, stream: string): Promise<number> {
+  const nc = await connectNats(natsUrl, 'first-event-test');
+  try {
+    const jsm = await jetstreamManager(nc);
+    const info = await jsm.streams.info(stream);
+    let events = 0;
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+      const m = await jsm.streams.getMessage(stream, { seq });
+      events += Number(m?.header.get('Spate-Events') ?? 0);
+    }
+    return events;
+  } finally {
+    await nc.close();
+  }
 }
 
 /** Every processed line stored so far. */
@@ -137,16 +169,7 @@ describe('a newcomer with the README and docs', () => {
   it('first event - every command of docs/admin-api.md works as written, in order', { timeout: 180_000 }, async () => {
     const blocks = codeBlocks('docs/admin-api.md');
     expect(blocks.map((b) => b.lang)).toEqual(['sh', 'sh', 'sh', 'sh']);
-    // `npx spate` runs the package's bin, dist/cli/spate.js, the build of cli/spate.ts: here the
-    // source, so the test needs no build. Everything else runs as written.
-    const npx = `npx() { if [[ $1 == spate ]]; then shift; node --import tsx ${JSON.stringify(join(root, 'cli/spate.ts'))} "$@"; else command npx "$@"; fi; }`;
-    const commands = blocks.flatMap((b) => shellCommands(b.code));
-    // After each command a mark, so each one's output can be told apart.
-    const script = commands.map((c, i) => `${c}\necho; echo '--- ${i}'`).join('\n');
-    const r = await bash(`${npx}\n${script}`);
-    expect(r.code, `${r.stderr}\n${r.stdout}`).toBe(0);
-    const outputs = r.stdout.split(/^--- \d+\n/m).slice(0, commands.length).map((o) => o.trim());
-    const ran = commands.map((command, i) => ({ command: command.split('\n')[0]!, output: outputs[i]! }));
+    const ran = await runCommands(blocks.flatMap((b) => shellCommands(b.code)));
     const answer = (start: string) => {
       const found = ran.find((c) => c.command.startsWith(start));
       expect(found, start).toBeDefined();
@@ -181,5 +204,17 @@ describe('a newcomer with the README and docs', () => {
       latest_runs: expect.arrayContaining([expect.objectContaining({ status: 'Starting' })]),
     });
     expect(JSON.parse(answer('curl -s -H "$AUTH" "$ADMIN/api/projects/$PROJECT/plugin_configs/$CONFIG/logs/'))).toMatchObject({ count: 0 });
+  });
+
+  it('first event - the spate import commands of docs/import.md import a file once', { timeout: 180_000 }, async () => {
+    const blocks = codeBlocks('docs/import.md');
+    expect(blocks.map((b) => b.lang)).toEqual(['sh']);
+    const ran = await runCommands(shellCommands(blocks[0]!.code));
+    expect(ran.map((c) => c.command.split(' ').slice(0, 3).join(' '))).toEqual(['npx tsx bench/generate-events.ts', 'npx spate import', 'npx spate import']);
+    const [, first, again] = ran;
+    expect(first!.output).toContain('events.ndjson.gz: imported — 10,000 events sent and acknowledged this run');
+    expect(again!.output).toContain('events.ndjson.gz: already imported, nothing sent — 0 events sent');
+    // In HISTORICAL once: the second run sent nothing.
+    expect(await streamEvents(cluster.natsUrl, STREAMS.historical)).toBe(10_000);
   });
 });
