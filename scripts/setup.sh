@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # npm run setup — idempotent set-up on a fresh Debian/Ubuntu machine with Node >= 20:
-# installs nats-server (JetStream), the PostgreSQL server binaries, Chromium, haproxy and promtool
-# when missing (through apt as root; otherwise prints the exact command), then `npm ci` and the build.
+# installs nats-server (JetStream), the PostgreSQL server binaries, Chromium, curl, haproxy and
+# promtool when missing (through apt as root; otherwise prints the exact command), then `npm ci` and the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +22,10 @@ fi
 # downloaded by Playwright itself.
 if [[ -z "${CHROMIUM_BIN:-}" ]] && [[ ! -x /usr/bin/chromium ]]; then
   missing+=(chromium)
+fi
+# The README's first event is a curl command, and a test runs it as written.
+if ! command -v curl >/dev/null 2>&1; then
+  missing+=(curl)
 fi
 
 # Two tests check deploy files with the real parsers: `haproxy -c` (deploy/compose/haproxy.cfg) and
