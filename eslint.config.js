@@ -2,6 +2,17 @@
 // flowing inward (lib/ imports nothing of ours and none of uWS, pg or piscina).
 import tseslint from 'typescript-eslint';
 
+/** What a deployable's code may not import: lib/ only through its entry, no other deployable. */
+function deployablePatterns(self) {
+  return [
+    { group: ['**/lib/*', '!**/lib/index.js'], message: 'Import lib through its entry, lib/index.js.' },
+    {
+      group: ['ingest', 'admin', 'workers', 'deploy', 'bench', 'cli', 'test'].filter((d) => d !== self).map((d) => `**/${d}/**`),
+      message: 'Deployables import only lib/.',
+    },
+  ];
+}
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', '.data/**', 'bench/results/**', 'coverage/**', 'eslint.config.js'] },
   ...tseslint.configs.recommendedTypeChecked,
@@ -35,21 +46,46 @@ export default tseslint.config(
   ...['ingest', 'admin', 'workers'].map((self) => ({
     files: [`${self}/**/*.ts`],
     ignores: ['**/*.test.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: deployablePatterns(self) }] },
+  })),
+  // Inside workers/ (docs/workers.md): the start-up wiring reaches each folder through its entry; a role
+  // imports the coordination through its entry and never another role or the wiring; the
+  // coordination imports no role.
+  {
+    files: ['workers/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [...deployablePatterns('workers'), { group: ['./*/**', '!./*/index.js'], message: 'Import a worker folder through its index.js.' }] },
+      ],
+    },
+  },
+  {
+    files: ['workers/*/**/*.ts'],
+    ignores: ['**/*.test.ts', 'workers/coordination/**', 'workers/migrations/**'],
     rules: {
       'no-restricted-imports': [
         'error',
         {
           patterns: [
-            { group: ['**/lib/*', '!**/lib/index.js'], message: 'Import lib through its entry, lib/index.js.' },
-            {
-              group: ['ingest', 'admin', 'workers', 'deploy', 'bench', 'cli', 'test'].filter((d) => d !== self).map((d) => `**/${d}/**`),
-              message: 'Deployables import only lib/.',
-            },
+            ...deployablePatterns('workers'),
+            { group: ['../*.js', '../[a-z]*/**', '!../coordination/index.js'], message: 'A role imports only the coordination, through coordination/index.js.' },
           ],
         },
       ],
     },
-  })),
+  },
+  {
+    files: ['workers/coordination/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [...deployablePatterns('workers'), { group: ['../*.js', '../[a-z]*/**'], message: 'The coordination imports no role and not the start-up wiring.' }] },
+      ],
+    },
+  },
   {
     // The launcher runs the deployables as processes (and admin through its CLI); it shares only lib/.
     files: ['deploy/**/*.ts'],

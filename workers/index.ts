@@ -1,7 +1,7 @@
-// The worker deployable: per-shard processing of persons, aliases and groups (ARCHITECTURE.md).
+// The worker deployable (ARCHITECTURE.md, docs/workers.md): start-up, the coordination every role
+// shares (coordination/), and the roles that run on it (persons/).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import pLimit from 'p-limit';
 import {
   connectNats,
   createLogger,
@@ -10,30 +10,24 @@ import {
   streamsPresent,
   type Logger,
   type NatsConnection,
-  type StreamKind,
+  type Registry,
 } from '../lib/index.js';
 import { defaultWorkerId, type WorkerConfig } from './config.js';
-import { createPool, isTransientDbError } from './db.js';
-import { DedupGenerations, type DedupUpkeep } from './dedup.js';
-import { GroupTypeRegistry } from './group-types.js';
-import { GroupWriter } from './group-writer.js';
-import { startStatusServer } from './http-server.js';
-import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
+import {
+  createCoordinationMetrics,
+  createWorkerRegistry,
+  errorText,
+  isTransientDbError,
+  openWorkersBucket,
+  ShardCoordinator,
+  startStatusServer,
+} from './coordination/index.js';
 import { migrateWorkerSchema } from './migrate.js';
-import { PersonCache } from './person-cache.js';
-import { errorText, PartitionProcessor, type PartitionContext, type WorkerFaults } from './partition-processor.js';
-import { openWorkersBucket, ShardCoordinator } from './shard-coordinator.js';
-import { pruneWarnings } from './warnings.js';
+import { startPersons, type PersonsRole, type WorkerFaults } from './persons/index.js';
 
 export { loadWorkerConfig, workerConfigDefinition, workerHelp, type WorkerConfig } from './config.js';
-export { WORKERS_BUCKET } from './shard-coordinator.js';
-export { assignShards } from './assignment.js';
-export { personUuidFor } from './person-workspace.js';
-export type { WorkerFaults } from './partition-processor.js';
-export { WARNING_TYPES, type WarningType } from './warnings.js';
-
-/** Streams a worker consumes per owned shard; PROCESSED is its output. */
-export const CONSUMED_STREAMS: readonly StreamKind[] = ['events', 'historical', 'overflow'];
+export { assignShards, WORKERS_BUCKET } from './coordination/index.js';
+export { CONSUMED_STREAMS, personUuidFor, WARNING_TYPES, type WarningType, type WorkerFaults } from './persons/index.js';
 
 export interface WorkerDeps {
   logger?: Logger;
@@ -46,7 +40,7 @@ export interface Worker {
   readonly workerId: string;
   /** Base URL of /metrics, /_health, /_ready. */
   readonly statusUrl: string;
-  readonly metrics: WorkerMetrics;
+  readonly metrics: { readonly registry: Registry };
   ownedShards(): number[];
   ready(): boolean;
   /** Ordered and idempotent: leave the cluster, finish and commit batches in flight, free leases, drain NATS, close Postgres. */
@@ -56,12 +50,14 @@ export interface Worker {
 export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): Promise<Worker> {
   const workerId = config.workerId || defaultWorkerId();
   const logger = (deps.logger ?? createLogger('worker')).child({ workerId });
-  const metrics = createWorkerMetrics();
+  const registry = createWorkerRegistry();
+  const coordinationMetrics = createCoordinationMetrics(registry);
   let stage = 'starting';
   let coordinator: ShardCoordinator | undefined;
+  let persons: PersonsRole | undefined;
   let stopping = false;
 
-  const status = await startStatusServer(config.metricsHost, config.metricsPort, metrics.registry, () => ({
+  const status = await startStatusServer(config.metricsHost, config.metricsPort, registry, () => ({
     ready: stage === 'running' && !stopping && coordinator?.joinedCluster === true,
     detail: { stage, shards: coordinator?.ownedShards() ?? [] },
   }));
@@ -69,9 +65,8 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
 
   const ownNats = deps.nc === undefined;
   const nc = deps.nc ?? (await connectNats(config.natsUrl, `spate-worker-${workerId}`));
-  const cleanups: (() => Promise<void>)[] = [];
   const fail = async (err: unknown): Promise<never> => {
-    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+    await persons?.stop().catch(() => undefined);
     if (ownNats) await nc.close().catch(() => undefined);
     await status.close();
     throw err;
@@ -100,73 +95,34 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       }
     }
 
-    const pool = createPool(config.databaseUrl, config.dbPoolSize, logger);
-    cleanups.push(() => pool.end());
-    const groupPool = createPool(config.databaseUrl, 2, logger);
-    cleanups.push(() => groupPool.end());
-    const dedup = new DedupGenerations(config.dedupWindow);
-    const reportUpkeep = ({ dropped, failed }: DedupUpkeep) => {
-      if (dropped.length > 0) logger.info({ dropped }, 'expired dedup generations dropped');
-      if (failed.length > 0) logger.warn({ failed }, 'expired dedup generations not dropped yet: trying again next time');
-    };
-    reportUpkeep(await dedup.maintain(pool));
-    let upkeep: Promise<unknown> | undefined;
-    let pruning: Promise<unknown> | undefined;
-    const maintenance = setInterval(() => {
-      // One run of each at a time: a detach waits for the batches in flight.
-      upkeep ??= dedup
-        .maintain(pool)
-        .then(reportUpkeep, (err: unknown) => logger.warn({ err: errorText(err) }, 'dedup maintenance failed'))
-        .finally(() => (upkeep = undefined));
-      // A large backlog of warnings is worked off over several ticks.
-      pruning ??= pruneWarnings(pool, config.warningRetention)
-        .then(
-          (deleted) => deleted > 0 && logger.info({ deleted }, 'expired ingestion warnings deleted'),
-          (err: unknown) => logger.warn({ err: errorText(err) }, 'ingestion warning pruning failed'),
-        )
-        .finally(() => (pruning = undefined));
-    }, Math.min(60_000, Math.max(1_000, Math.floor(config.dedupWindow / 4))));
-    maintenance.unref();
-    cleanups.push(() => Promise.resolve(clearInterval(maintenance)));
-
-    const batchSlots = pLimit(config.batchConcurrency);
-    metrics.trackBatchSlots(() => ({ active: batchSlots.activeCount, waiting: batchSlots.pendingCount }));
-    const ctx: PartitionContext = {
-      js: jetstream(nc),
-      jsm,
-      pool,
-      cache: new PersonCache(config.personCacheSize),
-      groupTypes: new GroupTypeRegistry(),
-      groupWriter: new GroupWriter(groupPool),
-      dedup,
-      metrics,
-      logger,
-      workerId,
-      limits: {
-        maxEvents: config.batchMaxEvents,
-        maxBytes: config.batchMaxBytes,
-        fetchMaxBytes: config.fetchMaxBytes,
-        publishPartBytes: config.publishPartBytes,
+    const personsRole = await startPersons(
+      {
+        workerId,
+        databaseUrl: config.databaseUrl,
+        dbPoolSize: config.dbPoolSize,
+        batchConcurrency: config.batchConcurrency,
+        limits: {
+          maxEvents: config.batchMaxEvents,
+          maxBytes: config.batchMaxBytes,
+          fetchMaxBytes: config.fetchMaxBytes,
+          publishPartBytes: config.publishPartBytes,
+        },
+        personCacheSize: config.personCacheSize,
+        dedupWindow: config.dedupWindow,
+        warningRetention: config.warningRetention,
       },
-      batchSlots,
-      maxPayload: () => nc.info?.max_payload ?? 1024 * 1024,
-      faults: deps.faults,
-    };
+      { js: jetstream(nc), jsm, registry, logger, maxPayload: () => nc.info?.max_payload ?? 1024 * 1024, faults: deps.faults },
+    );
+    persons = personsRole;
 
     stage = 'joining';
     const bucket = await retryUnanswered('workers bucket', () => openWorkersBucket(nc, config.leaseTtl, config.natsReplicas, logger), logger);
     coordinator = new ShardCoordinator(
       bucket.kv,
       { workerId, shardCount: config.shardCount, ttlMs: bucket.ttlMs, replicas: config.natsReplicas },
-      (lease, lost) => {
-        const processors = CONSUMED_STREAMS.map(
-          (kind) => new PartitionProcessor(kind, lease.shard, ctx, () => Date.now() < lease.deadline, lost),
-        );
-        for (const p of processors) p.start();
-        return { stop: async () => void (await Promise.all(processors.map((p) => p.stop()))) };
-      },
+      (lease, lost) => personsRole.runShard(lease, lost),
       logger,
-      metrics,
+      coordinationMetrics,
     );
     await coordinator.start();
     stage = 'running';
@@ -183,7 +139,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       logger.info('stopping: leaving the cluster and finishing batches in flight');
       await coordinator?.stop().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'leaving the cluster failed'));
       if (ownNats) await nc.drain().catch(() => undefined);
-      for (const c of cleanups.reverse()) await c().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'cleanup failed'));
+      await persons?.stop().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'cleanup failed'));
       await status.close();
       stage = 'stopped';
       logger.info('stopped');
@@ -192,7 +148,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   return {
     workerId,
     statusUrl: status.url,
-    metrics,
+    metrics: { registry },
     ownedShards: () => coordinator?.ownedShards() ?? [],
     ready: () => stage === 'running' && !stopping,
     stop,

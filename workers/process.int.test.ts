@@ -14,8 +14,8 @@ import {
   workerEnv,
   type WorkerProcess,
 } from '../test/workers/harness.js';
-import { assignShards } from './assignment.js';
-import { WORKERS_BUCKET } from './shard-coordinator.js';
+import { assignShards } from './coordination/assignment.js';
+import { WORKERS_BUCKET } from './coordination/lease-coordinator.js';
 
 const running: WorkerProcess[] = [];
 

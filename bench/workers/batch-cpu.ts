@@ -10,9 +10,9 @@
 // ±20% with the host.
 import { pathToFileURL } from 'node:url';
 import { toNdjson } from '../../lib/index.js';
-import { packOutputs, parseMessages, processedLine, type OutputLine, type SourceMessage } from '../../workers/batch-codec.js';
-import { distinctIdKey, personUuidFor, PersonWorkspace, type PersonState } from '../../workers/person-workspace.js';
-import { distinctIdsToLoad, processEvents } from '../../workers/process-events.js';
+import { packOutputs, parseMessages, processedLine, type OutputLine, type SourceMessage } from '../../workers/persons/batch-codec.js';
+import { distinctIdKey, personUuidFor, PersonWorkspace, type PersonState } from '../../workers/persons/person-workspace.js';
+import { distinctIdsToLoad, processEvents } from '../../workers/persons/process-events.js';
 import { parseBenchArgs, usageError } from '../lib/cli.js';
 import { MixGenerator, PROJECT } from '../lib/worker-mix.js';
 

@@ -2,11 +2,11 @@
 // slow link a write can land in the bucket after the coordinator stopped waiting for its answer.
 import { Kvm, type KV } from '@nats-io/kv';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../lib/index.js';
-import { connectNats } from '../lib/nats.js';
-import { interceptKvCalls, startNats, waitFor } from '../test/kit/index.js';
-import { createWorkerMetrics } from './metrics.js';
-import { ShardCoordinator, WORKERS_BUCKET } from './shard-coordinator.js';
+import { createLogger } from '../../lib/index.js';
+import { connectNats } from '../../lib/nats.js';
+import { interceptKvCalls, startNats, waitFor } from '../../test/kit/index.js';
+import { createCoordinationMetrics } from './metrics.js';
+import { ShardCoordinator, WORKERS_BUCKET } from './lease-coordinator.js';
 
 const TTL_MS = 3_000; // KV calls get a third of it (1 s); renewals every 750 ms
 const SHARDS = 4;
@@ -75,7 +75,7 @@ async function coordinatorWithLateAnswers() {
       };
     },
     createLogger('coordinator-test', 'silent'),
-    createWorkerMetrics(),
+    createCoordinationMetrics(),
   );
   const stop = async () => {
     stopping = true;
@@ -139,7 +139,7 @@ describe('shard coordinator', () => {
         { workerId: id, shardCount: SHARDS, ttlMs: TTL_MS, replicas: 1 },
         () => ({ stop: () => Promise.resolve() }),
         createLogger('coordinator-test', 'silent'),
-        createWorkerMetrics(),
+        createCoordinationMetrics(),
       );
       cleanups.push(() => c.stop());
       return c;

@@ -1,10 +1,10 @@
 // Ingestion warnings expire: pruning against a real PostgreSQL.
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../lib/index.js';
-import { freshDatabase } from '../test/kit/index.js';
-import { createPool } from './db.js';
-import { migrateWorkerSchema } from './migrate.js';
+import { createLogger } from '../../lib/index.js';
+import { freshDatabase } from '../../test/kit/index.js';
+import { createPool } from '../coordination/db.js';
+import { migrateWorkerSchema } from '../migrate.js';
 import { pruneWarnings } from './warnings.js';
 
 const DAY = 86_400_000;

@@ -1,7 +1,7 @@
 // Which worker should own which shard: rendezvous hashing with bounded load. Every worker computes
 // the same answer from the same member list; shards move only as far as balance needs when a
 // worker joins or leaves; no worker gets more than ceil(shards / members).
-import { fnv1a32 } from '../lib/index.js';
+import { fnv1a32 } from '../../lib/index.js';
 
 /** A well-mixed 32-bit score of (member, shard) (fnv1a alone mixes short inputs poorly). */
 function score(member: string, shard: number): number {

@@ -1,7 +1,7 @@
 // Bytes in and out of a batch: source messages → captured events (bad lines become warnings,
 // never crashes), and processed lines → PROCESSED messages whose ids depend only on the source
 // sequences they cover, so replaying a planned batch republishes the same ids (JetStream drops them).
-import { cleanStrings, hasHostileText, isUuid, parseSubject, subjectFor, type CapturedEvent, type StreamKind } from '../lib/index.js';
+import { cleanStrings, hasHostileText, isUuid, parseSubject, subjectFor, type CapturedEvent, type StreamKind } from '../../lib/index.js';
 import { dedupKey } from './dedup.js';
 import { isPlainObject } from './event-rules.js';
 import type { IngestionWarning, SourceEvent } from './process-events.js';

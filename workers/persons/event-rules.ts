@@ -1,7 +1,7 @@
 // Pure rules about single events: which distinct ids may be merged, how $set/$set_once/$unset
 // change person properties, which properties an event kind requires, and how the captured line
 // is normalised before processing (reference/posthog-capture.md §4 and §6).
-import type { CapturedEvent, Properties } from '../lib/index.js';
+import type { CapturedEvent, Properties } from '../../lib/index.js';
 
 const ILLEGAL_ANY_CASE = new Set([
   'anonymous',

@@ -13,10 +13,10 @@
 import { randomUUID } from 'node:crypto';
 import { KvWatchInclude, Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { isWrongLastSequence, type Logger } from '../lib/index.js';
+import { isWrongLastSequence, type Logger } from '../../lib/index.js';
 import { assignShards } from './assignment.js';
-import type { WorkerMetrics } from './metrics.js';
-import { errorText } from './partition-processor.js';
+import type { CoordinationMetrics } from './metrics.js';
+import { errorText } from './failures.js';
 
 export const WORKERS_BUCKET = 'spate-workers';
 
@@ -70,7 +70,7 @@ export class ShardCoordinator {
     private readonly options: CoordinatorOptions,
     private readonly startShard: (lease: ShardLease, lost: (reason: string) => void) => ShardRunner,
     private readonly logger: Logger,
-    private readonly metrics: WorkerMetrics,
+    private readonly metrics: CoordinationMetrics,
   ) {}
 
   private get memberKey(): string {

@@ -1,7 +1,7 @@
 // Where each (stream, shard) stands, in Postgres (`shard_positions`). A new owner raises the fence
 // (a Postgres sequence, so it only grows); every later write of a former owner is refused.
 import type pg from 'pg';
-import { OwnershipLostError } from './person-store.js';
+import { OwnershipLostError } from './failures.js';
 
 export interface PartitionStart {
   /** Last stream sequence whose effects are committed (0: nothing yet). */

@@ -1,20 +1,15 @@
 // Set-based SQL for one batch: load (and validate cached) persons in one round trip, lock the
 // persons the batch will change in uuid order, and write every change with one statement.
 import type pg from 'pg';
-import { cleanStrings, type Properties } from '../lib/index.js';
+import { cleanStrings, type Properties } from '../../lib/index.js';
+import { OwnershipLostError, plainArrayLiteral } from '../coordination/index.js';
 import type { GroupUpsert, IngestionWarning } from './process-events.js';
-import { plainArrayLiteral } from './db.js';
 import type { PersonCache } from './person-cache.js';
 import { distinctIdKey, type PersonState, type PersonWrites } from './person-workspace.js';
 
 /** Another writer changed a person this batch read: redo the batch on fresh state. */
 export class PersonConflictError extends Error {
   override name = 'PersonConflictError';
-}
-
-/** The batch's (stream, shard) has a new owner (fence raised) or moved on: stop, do not commit. */
-export class OwnershipLostError extends Error {
-  override name = 'OwnershipLostError';
 }
 
 interface PersonRow {

@@ -2,12 +2,12 @@
 import { readdirSync } from 'node:fs';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger, uuidv7 } from '../lib/index.js';
-import { freshDatabase, waitFor } from '../test/kit/index.js';
+import { createLogger, uuidv7 } from '../../lib/index.js';
+import { freshDatabase, waitFor } from '../../test/kit/index.js';
 import { beginBatch, createPool } from './db.js';
-import { DedupGenerations, recordEvents, recordNewEvents } from './dedup.js';
-import { migrateWorkerSchema } from './migrate.js';
-import { OwnershipLostError } from './person-store.js';
+import { DedupGenerations, recordEvents, recordNewEvents } from '../persons/dedup.js';
+import { migrateWorkerSchema } from '../migrate.js';
+import { OwnershipLostError } from './failures.js';
 import { lockPosition, planBatch, PositionMovedError, takeOverPartition } from './positions.js';
 
 let pool: pg.Pool;
@@ -17,7 +17,7 @@ beforeAll(async () => {
   const url = await freshDatabase();
   // Several workers migrate at once: one applies, the others wait and find nothing to do.
   const runs = await Promise.all([migrateWorkerSchema(url, logger), migrateWorkerSchema(url, logger), migrateWorkerSchema(url, logger)]);
-  const migrations = readdirSync(new URL('./migrations/', import.meta.url)).filter((n) => /^\d+_[\w-]+\.ts$/.test(n));
+  const migrations = readdirSync(new URL('../migrations/', import.meta.url)).filter((n) => /^\d+_[\w-]+\.ts$/.test(n));
   expect(runs.map((r) => r.length).sort()).toEqual([0, 0, migrations.length]);
   pool = createPool(url, 4, logger);
 });

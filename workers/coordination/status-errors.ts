@@ -1,5 +1,5 @@
 // The worker's error registry: its only HTTP surface is /metrics, /_health and /_ready.
-import { defineErrors, errorMapper } from '../lib/index.js';
+import { defineErrors, errorMapper } from '../../lib/index.js';
 
 export const workerErrors = defineErrors({
   not_found: { status: 404, type: 'invalid_request', detail: 'Not found. The worker serves /metrics, /_health and /_ready.' },

@@ -4,8 +4,8 @@
 // the 5 s expiry each): the shard stood still for 5-7.5 s each time. The feed now goes on with a
 // new consumer from the next sequence.
 import { describe, expect, it } from 'vitest';
-import { startNats } from '../test/kit/index.js';
-import { connectAndCreateStreams } from '../test/workers/harness.js';
+import { startNats } from '../../test/kit/index.js';
+import { connectAndCreateStreams } from '../../test/workers/harness.js';
 import { MessageFeed } from './message-feed.js';
 
 describe('message feed', () => {

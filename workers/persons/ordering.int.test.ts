@@ -1,10 +1,10 @@
 // Order per distinct id, and person merges racing across shards and workers.
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import type { CapturedEvent } from '../lib/index.js';
-import { freshDatabase, startNats, waitFor } from '../test/kit/index.js';
-import { capture, connectAndCreateStreams, publishEvents, readProcessed, waitForCommitted, workerConfig, testDeps } from '../test/workers/harness.js';
-import { startWorker, type Worker } from './index.js';
+import type { CapturedEvent } from '../../lib/index.js';
+import { freshDatabase, startNats, waitFor } from '../../test/kit/index.js';
+import { capture, connectAndCreateStreams, publishEvents, readProcessed, waitForCommitted, workerConfig, testDeps } from '../../test/workers/harness.js';
+import { startWorker, type Worker } from '../index.js';
 
 describe('worker ordering and merges', () => {
   it('order - preserved per distinct_id across 10k interleaved events while a second worker joins', async () => {

@@ -5,10 +5,10 @@
 // An ordered consumer can also go silent for good: messages the server sent just before it cut
 // the connection (a slow consumer) are never sent again (no acks), and nats.js resumes pulling
 // without noticing the gap; a message bigger than a pull asks for is never delivered at all. So
-// the processor probes the stream when a feed has been quiet (partition-processor.ts) and opens
+// the processor probes the stream when a feed has been quiet (partition-runner.ts) and opens
 // a new feed when something is there that never arrived.
 import type { ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
-import { HEADER_EVENT_COUNT } from '../lib/index.js';
+import { HEADER_EVENT_COUNT } from '../../lib/index.js';
 
 export interface FeedOptions {
   stream: string;

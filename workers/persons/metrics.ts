@@ -1,5 +1,5 @@
-// The worker's Prometheus metrics (served at /metrics).
-import { Counter, Gauge, Histogram, createMetricsRegistry, type Registry } from '../lib/index.js';
+// Metrics of person processing, on the worker's registry (coordination/metrics.ts).
+import { Counter, Gauge, Histogram, type Registry } from '../../lib/index.js';
 
 /** What a partition this worker runs reports at each scrape. */
 export interface PartitionGauges {
@@ -11,8 +11,7 @@ export interface PartitionGauges {
   lag: number | undefined;
 }
 
-export function createWorkerMetrics() {
-  const registry: Registry = createMetricsRegistry('worker');
+export function createPersonMetrics(registry: Registry) {
   const r = [registry];
   // Read from the running partitions at scrape time: a shard this worker no longer runs drops out
   // instead of keeping its last value, and a retrying shard keeps showing what it has not processed
@@ -28,7 +27,6 @@ export function createWorkerMetrics() {
   };
   let batchSlots: () => { active: number; waiting: number } = () => ({ active: 0, waiting: 0 });
   return {
-    registry,
     /** Reports the batches in flight and waiting for a turn (WORKER_BATCH_CONCURRENCY). */
     trackBatchSlots(read: () => { active: number; waiting: number }): void {
       batchSlots = read;
@@ -123,7 +121,6 @@ export function createWorkerMetrics() {
       labelNames: ['type'],
       registers: r,
     }),
-    ownedShards: new Gauge({ name: 'spate_worker_owned_shards', help: 'Shards whose lease this worker holds', registers: r }),
     batchRetries: new Counter({
       name: 'spate_worker_batch_retries_total',
       help: 'Batches redone, by reason (conflict: another writer changed a person; unavailable: Postgres or NATS down; error)',
@@ -141,13 +138,7 @@ export function createWorkerMetrics() {
       help: 'PROCESSED messages JetStream dropped as duplicates (a replayed batch)',
       registers: r,
     }),
-    leaseChanges: new Counter({
-      name: 'spate_worker_lease_changes_total',
-      help: 'Shard leases acquired, released or lost',
-      labelNames: ['change'],
-      registers: r,
-    }),
   };
 }
 
-export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
+export type PersonMetrics = ReturnType<typeof createPersonMetrics>;

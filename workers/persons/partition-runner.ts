@@ -10,18 +10,28 @@ import type { JetStreamClient, JetStreamManager, JsMsg, MsgRequest } from '@nats
 import { headers } from '@nats-io/transport-node';
 import type { LimitFunction } from 'p-limit';
 import type pg from 'pg';
-import { HEADER_EVENT_COUNT, STREAMS, shardFilter, type Logger, type StreamKind } from '../lib/index.js';
+import { HEADER_EVENT_COUNT, STREAMS, shardFilter, type Logger, type StreamKind } from '../../lib/index.js';
+import {
+  beginBatch,
+  errorText,
+  isConflictDbError,
+  isNatsUnavailable,
+  isTransientDbError,
+  lockPosition,
+  OwnershipLostError,
+  planBatch,
+  PositionMovedError,
+  takeOverPartition,
+} from '../coordination/index.js';
 import { packOutputs, parseMessages, processedLine, type OutputLine, type SourceMessage } from './batch-codec.js';
-import { beginBatch, isConflictDbError, isTransientDbError } from './db.js';
 import { recordEvents, recordNewEvents, type DedupGenerations } from './dedup.js';
 import type { GroupTypeRegistry } from './group-types.js';
 import type { GroupWriter } from './group-writer.js';
 import { MessageFeed } from './message-feed.js';
-import type { WorkerMetrics } from './metrics.js';
+import type { PersonMetrics } from './metrics.js';
 import type { PersonCache } from './person-cache.js';
-import { loadPersons, lockPersons, OwnershipLostError, PersonConflictError, writeBatch } from './person-store.js';
+import { loadPersons, lockPersons, PersonConflictError, writeBatch } from './person-store.js';
 import { PersonWorkspace } from './person-workspace.js';
-import { lockPosition, planBatch, PositionMovedError, takeOverPartition } from './positions.js';
 import { distinctIdsToLoad, groupTypesOf, processEvents } from './process-events.js';
 
 export interface BatchLimits {
@@ -45,7 +55,7 @@ export interface PartitionContext {
   groupTypes: GroupTypeRegistry;
   groupWriter: GroupWriter;
   dedup: DedupGenerations;
-  metrics: WorkerMetrics;
+  metrics: PersonMetrics;
   logger: Logger;
   workerId: string;
   limits: BatchLimits;
@@ -485,14 +495,4 @@ export class PartitionProcessor {
     metrics.personCache.inc({ result: 'hit' }, loaded.cacheHits);
     metrics.personCache.inc({ result: 'miss' }, loaded.cacheMisses);
   }
-}
-
-function isNatsUnavailable(err: unknown): boolean {
-  const name = (err as { name?: string } | undefined)?.name ?? '';
-  const message = (err as { message?: string } | undefined)?.message ?? '';
-  return /Timeout|NoResponders|Closed|Disconnect/i.test(name) || /timeout|no responders|disconnect|closed/i.test(message);
-}
-
-export function errorText(err: unknown): string {
-  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
 }

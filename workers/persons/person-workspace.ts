@@ -2,7 +2,7 @@
 // cache) at the start, changed event by event in stream order, and turned into a few set-based
 // writes at the end. Nothing here talks to Postgres.
 import { v5 as uuidv5 } from 'uuid';
-import type { Properties } from '../lib/index.js';
+import type { Properties } from '../../lib/index.js';
 
 export interface PersonState {
   uuid: string;

@@ -1,6 +1,6 @@
 // The worker's PostgreSQL pool, and which failures mean "wait and try again".
 import pg from 'pg';
-import type { Logger } from '../lib/index.js';
+import type { Logger } from '../../lib/index.js';
 
 export function createPool(databaseUrl: string, size: number, logger: Logger): pg.Pool {
   const pool = new pg.Pool({

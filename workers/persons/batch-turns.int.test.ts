@@ -4,8 +4,8 @@
 import { Kvm } from '@nats-io/kv';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { shardOf } from '../lib/index.js';
-import { freshDatabase, startNats, waitFor } from '../test/kit/index.js';
+import { shardOf } from '../../lib/index.js';
+import { freshDatabase, startNats, waitFor } from '../../test/kit/index.js';
 import {
   capture,
   connectAndCreateStreams,
@@ -14,9 +14,9 @@ import {
   testDeps,
   waitForCommitted,
   workerConfig,
-} from '../test/workers/harness.js';
-import { startWorker } from './index.js';
-import { WORKERS_BUCKET } from './shard-coordinator.js';
+} from '../../test/workers/harness.js';
+import { startWorker } from '../index.js';
+import { WORKERS_BUCKET } from '../coordination/lease-coordinator.js';
 
 /** Two distinct ids on different shards. */
 function idsOnTwoShards(): [string, string] {

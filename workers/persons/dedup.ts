@@ -3,7 +3,7 @@
 // current generation and also checks the previous one, so a duplicate is caught for at least one
 // window and at most two; expired generations are dropped whole (no DELETE, no vacuum).
 import type pg from 'pg';
-import { isTransientDbError, plainArrayLiteral } from './db.js';
+import { isTransientDbError, plainArrayLiteral } from '../coordination/index.js';
 
 const DEDUP_LOCK = 7_370_617_465_002;
 

@@ -4,15 +4,15 @@
 // statements probe the previous generation by themselves at these sizes: checked all the same.
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger, uuidv7 } from '../lib/index.js';
-import { freshDatabase } from '../test/kit/index.js';
-import { beginBatch, createPool } from './db.js';
+import { createLogger, uuidv7 } from '../../lib/index.js';
+import { freshDatabase } from '../../test/kit/index.js';
+import { beginBatch, createPool } from '../coordination/db.js';
 import { DedupGenerations, recordEvents, recordNewEvents } from './dedup.js';
-import { migrateWorkerSchema } from './migrate.js';
+import { migrateWorkerSchema } from '../migrate.js';
 import { PersonCache } from './person-cache.js';
 import { loadPersons, lockPersons, writeBatch } from './person-store.js';
 import { distinctIdKey, type PersonWrites } from './person-workspace.js';
-import { takeOverPartition } from './positions.js';
+import { takeOverPartition } from '../coordination/positions.js';
 
 const PROJECT = 7;
 const PERSONS = 50_000;

@@ -2,8 +2,8 @@
 // to process) on a small node:http server.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ApiError, type Registry } from '../lib/index.js';
-import { toWorkerErrorResponse, type WorkerErrorCode } from './errors.js';
+import { ApiError, type Registry } from '../../lib/index.js';
+import { toWorkerErrorResponse, type WorkerErrorCode } from './status-errors.js';
 
 export interface StatusServer {
   url: string;

@@ -1,6 +1,6 @@
 // The effects of every event kind (spec "Events", reference §6), applied in stream order to a
 // batch's in-memory workspace. Pure: the caller loads state before and writes it after.
-import type { CapturedEvent, ProcessedEvent, Properties } from '../lib/index.js';
+import type { CapturedEvent, ProcessedEvent, Properties } from '../../lib/index.js';
 import {
   MAX_GROUP_KEY_LENGTH,
   NO_PERSON_UPDATE_EVENTS,

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CapturedEvent, NatsConnection } from '../lib/index.js';
-import { freshDatabase, startNats, type NatsHandle } from '../test/kit/index.js';
+import type { CapturedEvent, NatsConnection } from '../../lib/index.js';
+import { freshDatabase, startNats, type NatsHandle } from '../../test/kit/index.js';
 import {
   byUuid,
   capture,
@@ -12,8 +12,8 @@ import {
   workerConfig,
   testDeps,
   type ProcessedLine,
-} from '../test/workers/harness.js';
-import { personUuidFor, startWorker, type Worker } from './index.js';
+} from '../../test/workers/harness.js';
+import { personUuidFor, startWorker, type Worker } from '../index.js';
 import type { JetStreamClient } from '@nats-io/jetstream';
 
 let nats: NatsHandle;
@@ -361,7 +361,7 @@ describe('worker semantics', () => {
     const line = out.get(e.uuid)!;
     const { subject, msgId, ...rest } = line;
     expect(rest).toEqual({ ...e, person_id: personUuidFor(p, 'someone') });
-    const { shardOf } = await import('../lib/index.js');
+    const { shardOf } = await import('../../lib/index.js');
     expect(subject).toBe(`processed.${p}.${shardOf('someone', 16)}`);
     expect(msgId).toMatch(/^EVENTS:\d+:\d+:\d+-\d+$/);
   });
@@ -369,7 +369,7 @@ describe('worker semantics', () => {
   it('malformed lines - become invalid_event warnings and never stop the shard', async () => {
     const p = nextProject++;
     const { headers } = await import('@nats-io/transport-node');
-    const { shardOf } = await import('../lib/index.js');
+    const { shardOf } = await import('../../lib/index.js');
     const good = capture(p, 'ok', 'm-user');
     const h = headers();
     h.set('Spate-Events', '4');

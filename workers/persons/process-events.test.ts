@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { CapturedEvent } from '../lib/index.js';
+import type { CapturedEvent } from '../../lib/index.js';
 import { distinctIdsToLoad, processEvents, type SourceEvent } from './process-events.js';
 import { distinctIdKey, personUuidFor, PersonWorkspace, type PersonState } from './person-workspace.js';
 

@@ -1,0 +1,11 @@
+// What the worker's roles share (docs/workers.md): leases and membership in the `spate-workers`
+// bucket, where each (stream, shard) stands in PostgreSQL and the fence that guards it, the
+// PostgreSQL pool and which failures are worth waiting out, the status server and the metrics
+// registry. Roles import this entry, never the files behind it, and never each other.
+export { assignShards } from './assignment.js';
+export { beginBatch, createPool, isConflictDbError, isTransientDbError, plainArrayLiteral } from './db.js';
+export { errorText, isNatsUnavailable, OwnershipLostError } from './failures.js';
+export { openWorkersBucket, ShardCoordinator, WORKERS_BUCKET, type ShardLease, type ShardRunner } from './lease-coordinator.js';
+export { createCoordinationMetrics, createWorkerRegistry, type CoordinationMetrics } from './metrics.js';
+export { lockPosition, planBatch, PositionMovedError, takeOverPartition, type PartitionStart } from './positions.js';
+export { startStatusServer, type StatusServer } from './status-server.js';
