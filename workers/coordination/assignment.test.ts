@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { assignShards } from './assignment.js';
+import { assignBalanced, assignShards } from './assignment.js';
 
 function check(members: string[], shards: number) {
   const a = assignShards(members, shards);
@@ -33,5 +33,17 @@ describe('shard assignment', () => {
 
   it('assignment - no members, no assignment', () => {
     expect(assignShards([], 16).size).toBe(0);
+  });
+
+  it('assignment - names of another lease set are spread the same way: each once, balanced, the same answer for every worker', () => {
+    const names = Array.from({ length: 11 }, (_, i) => `export-${i}`);
+    const a = assignBalanced(['w2', 'w1', 'w3'], names);
+    expect([...a.values()].flat().sort()).toEqual([...names].sort());
+    expect([...a.values()].map((n) => n.length).sort()).toEqual([3, 4, 4]);
+    expect(assignBalanced(['w3', 'w1', 'w2'], [...names].reverse())).toEqual(a);
+    // Shard numbers given as names land where assignShards puts them.
+    const shards = assignShards(['w1', 'w2', 'w3'], 16);
+    const named = assignBalanced(['w1', 'w2', 'w3'], Array.from({ length: 16 }, (_, i) => String(i)));
+    for (const m of ['w1', 'w2', 'w3']) expect(named.get(m)!.map(Number).sort((x, y) => x - y)).toEqual(shards.get(m));
   });
 });

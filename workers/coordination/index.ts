@@ -2,10 +2,22 @@
 // bucket, where each (stream, shard) stands in PostgreSQL and the fence that guards it, the
 // PostgreSQL pool and which failures are worth waiting out, the status server and the metrics
 // registry. Roles import this entry, never the files behind it, and never each other.
-export { assignShards } from './assignment.js';
+export { assignBalanced, assignShards } from './assignment.js';
 export { beginBatch, createPool, isConflictDbError, isTransientDbError, plainArrayLiteral } from './db.js';
 export { errorText, isNatsUnavailable, OwnershipLostError } from './failures.js';
-export { openWorkersBucket, ShardCoordinator, WORKERS_BUCKET, type ShardLease, type ShardRunner } from './lease-coordinator.js';
+export {
+  LeaseCoordinator,
+  openWorkersBucket,
+  SHARD_LEASES,
+  ShardCoordinator,
+  shardLeases,
+  WORKERS_BUCKET,
+  type Lease,
+  type LeaseRunner,
+  type LeaseSet,
+  type ShardLease,
+  type ShardRunner,
+} from './lease-coordinator.js';
 export { createCoordinationMetrics, createWorkerRegistry, type CoordinationMetrics } from './metrics.js';
 export { lockPosition, planBatch, PositionMovedError, takeOverPartition, type PartitionStart } from './positions.js';
 export { startStatusServer, type StatusServer } from './status-server.js';

@@ -6,7 +6,7 @@ import { createLogger } from '../../lib/index.js';
 import { connectNats } from '../../lib/nats.js';
 import { interceptKvCalls, startNats, waitFor } from '../../test/kit/index.js';
 import { createCoordinationMetrics } from './metrics.js';
-import { ShardCoordinator, WORKERS_BUCKET } from './lease-coordinator.js';
+import { LeaseCoordinator, ShardCoordinator, shardLeases, WORKERS_BUCKET, type LeaseSet } from './lease-coordinator.js';
 
 const TTL_MS = 3_000; // KV calls get a third of it (1 s); renewals every 750 ms
 const SHARDS = 4;
@@ -179,5 +179,60 @@ describe('shard coordinator', () => {
     await coordinator.start();
     expect(coordinator.ownedShards()).toEqual([0, 1, 2, 3]);
     expect(mostCreatesAtOnce()).toBe(SHARDS);
+  });
+});
+
+describe('lease sets', () => {
+  it('lease sets - a role\'s named leases (export.<id>) are each held by one worker at a time, spread like shards, and move when their holder leaves', async () => {
+    const nats = await startNats();
+    cleanups.push(() => nats[Symbol.asyncDispose]());
+    const nc = await connectNats(nats.url, 'coordinator-test');
+    cleanups.push(() => nc.close());
+    const bucket = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
+    let exportIds = ['e1', 'e2', 'e3', 'e4'];
+    const running = new Map<string, string>(); // export id → the worker running it
+    const coordinator = (id: string) => {
+      const exports: LeaseSet = {
+        set: 'export',
+        names: () => exportIds,
+        start: (lease) => {
+          expect(running.get(lease.name), `export ${lease.name} started twice`).toBeUndefined();
+          running.set(lease.name, id);
+          return { stop: () => Promise.resolve(void running.delete(lease.name)) };
+        },
+      };
+      const c = new LeaseCoordinator(
+        bucket,
+        { workerId: id, ttlMs: TTL_MS },
+        [shardLeases(SHARDS, () => ({ stop: () => Promise.resolve() })), exports],
+        createLogger('coordinator-test', 'silent'),
+        createCoordinationMetrics(),
+      );
+      cleanups.push(() => c.stop());
+      return c;
+    };
+    const a = coordinator('a');
+    const b = coordinator('b');
+    await a.start();
+    await b.start();
+    await waitFor('a and b to share the exports', () => a.held('export').length === 2 && b.held('export').length === 2, 10_000, 20);
+    expect([...a.held('export'), ...b.held('export')].sort()).toEqual(exportIds);
+    expect(a.held('shards')).toHaveLength(2);
+    const holder = async (key: string) => {
+      const entry = await bucket.get(key);
+      return entry?.operation === 'PUT' ? (JSON.parse(entry.string()) as { owner: string }).owner : undefined;
+    };
+    for (const id of exportIds) expect(await holder(`export.${id}`)).toBe(running.get(id));
+
+    // An export created: a refresh takes it up without waiting for the next round.
+    exportIds = [...exportIds, 'e5'];
+    a.refresh();
+    b.refresh();
+    await waitFor('e5 running', () => running.has('e5'), 2_000, 20);
+    expect(a.held('export').length + b.held('export').length).toBe(5);
+
+    await a.stop();
+    await waitFor('b to run every export', () => b.held('export').length === 5, 3_000, 20);
+    expect([...running.values()]).toEqual(['b', 'b', 'b', 'b', 'b']);
   });
 });

@@ -1,43 +1,79 @@
-// Membership and shard leases in the NATS KV bucket `spate-workers` (ARCHITECTURE: workers).
+// Membership and leases in the NATS KV bucket `spate-workers` (ARCHITECTURE: workers).
 // nats-server 2.9 has no per-key TTL: the bucket's max_age is the lease TTL, and a holder renews
 // by writing a new revision (update with the revision it holds). Keys:
 //   members.<workerId>  renewed by each live worker
-//   shards.<n>          the lease of shard n: created by its owner, renewed, deleted on release
-// Every worker computes the same assignment from the live members (assignment.ts); it releases
-// shards that are no longer its own and creates leases for the free shards that are. A watch on
-// the bucket makes joins and leaves take effect at once; a worker killed with -9 disappears when
-// its keys expire (no event is sent for that, so the periodic tick notices it).
+//   <set>.<name>        a lease of a lease set: created by its holder, renewed, deleted on release
+//                       (`shards.<n>` for shard n; a role adds its own sets, e.g. `export.<id>`)
+// Every worker computes the same assignment of each set's names from the live members
+// (assignment.ts); it releases leases that are no longer its own and creates the free ones that
+// are. A watch on the bucket makes joins and leaves take effect at once; a worker killed with -9
+// disappears when its keys expire (no event is sent for that, so the periodic tick notices it).
 // A KV call may time out here and still land in the bucket (a slow answer on a loaded machine):
 // a lease is recognised as this process's own by the instance id in its value and adopted, so a
-// late answer neither orphans a shard until the TTL nor leaves a released lease behind.
+// late answer neither orphans a lease until the TTL nor leaves a released lease behind.
 import { randomUUID } from 'node:crypto';
 import { KvWatchInclude, Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { isWrongLastSequence, type Logger } from '../../lib/index.js';
-import { assignShards } from './assignment.js';
-import type { CoordinationMetrics } from './metrics.js';
+import { assignBalanced } from './assignment.js';
 import { errorText } from './failures.js';
+import type { CoordinationMetrics } from './metrics.js';
 
 export const WORKERS_BUCKET = 'spate-workers';
 
-export interface ShardLease {
-  readonly shard: number;
-  /** Local time before which this worker may act for the shard (renewed with the lease). */
+/** A lease this worker holds: `<set>.<name>` in the bucket. */
+export interface Lease {
+  readonly set: string;
+  readonly name: string;
+  /** Local time before which this worker may act under the lease (moves on with each renewal). */
   deadline: number;
   revision: number;
 }
 
-/** What runs for an owned shard (its three stream processors). */
-export interface ShardRunner {
+/** What runs while a lease is held; stopped when the lease is released or lost. */
+export interface LeaseRunner {
   stop(): Promise<void>;
+}
+
+/**
+ * A kind of lease a role holds, e.g. `{ set: 'export', names: () => exportIds }` for one runner
+ * per batch export: every name is held by one live worker at a time, spread like shards.
+ */
+export interface LeaseSet {
+  /** The key prefix: lower-case letters, digits and '-'; not 'members'. */
+  readonly set: string;
+  /** The names that should be held now (asked every round; letters, digits, '-', '_', '='). */
+  names(): readonly string[];
+  start(lease: Lease, lost: (reason: string) => void): LeaseRunner;
+}
+
+export interface ShardLease extends Lease {
+  readonly shard: number;
+}
+
+/** What runs for an owned shard (the persons role's three stream processors). */
+export type ShardRunner = LeaseRunner;
+
+export const SHARD_LEASES = 'shards';
+
+/** The shards 0..shardCount-1 as a lease set: `shards.<n>`. */
+export function shardLeases(shardCount: number, startShard: (lease: ShardLease, lost: (reason: string) => void) => ShardRunner): LeaseSet {
+  const names = Array.from({ length: shardCount }, (_, shard) => String(shard));
+  return {
+    set: SHARD_LEASES,
+    names: () => names,
+    // The same object, so the runner sees each renewal's deadline.
+    start: (lease, lost) => startShard(Object.assign(lease, { shard: Number(lease.name) }), lost),
+  };
 }
 
 export interface CoordinatorOptions {
   workerId: string;
-  shardCount: number;
   ttlMs: number;
-  replicas: number;
 }
+
+const SET_NAME = /^[a-z][a-z0-9-]*$/;
+const LEASE_NAME = /^[A-Za-z0-9_=-]+$/;
 
 export async function openWorkersBucket(nc: NatsConnection, ttlMs: number, replicas: number, logger: Logger): Promise<{ kv: KV; ttlMs: number }> {
   const kv = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: ttlMs, replicas });
@@ -49,10 +85,11 @@ export async function openWorkersBucket(nc: NatsConnection, ttlMs: number, repli
   return { kv, ttlMs };
 }
 
-export class ShardCoordinator {
-  /** Leases this worker holds; `releasing` while its runner finishes (the lease is still renewed meanwhile). */
-  private readonly owned = new Map<number, { lease: ShardLease; runner: ShardRunner; releasing?: Promise<void> }>();
-  private readonly lost = new Set<number>();
+export class LeaseCoordinator {
+  private readonly sets = new Map<string, LeaseSet>();
+  /** Leases this worker holds, by key; `releasing` while its runner finishes (the lease is still renewed meanwhile). */
+  private readonly owned = new Map<string, { lease: Lease; runner: LeaseRunner; releasing?: Promise<void> }>();
+  private readonly lost = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private again = false;
@@ -68,10 +105,24 @@ export class ShardCoordinator {
   constructor(
     private readonly kv: KV,
     private readonly options: CoordinatorOptions,
-    private readonly startShard: (lease: ShardLease, lost: (reason: string) => void) => ShardRunner,
+    sets: readonly LeaseSet[],
     private readonly logger: Logger,
     private readonly metrics: CoordinationMetrics,
-  ) {}
+  ) {
+    for (const set of sets) this.addLeaseSet(set);
+  }
+
+  /** Holds this set's leases too, from the next round on (refresh() runs one now). */
+  addLeaseSet(set: LeaseSet): void {
+    if (!SET_NAME.test(set.set) || set.set === 'members') throw new Error(`invalid lease set name: ${JSON.stringify(set.set)}`);
+    if (this.sets.has(set.set)) throw new Error(`lease set ${set.set} is held already`);
+    this.sets.set(set.set, set);
+  }
+
+  /** Runs a round soon: a role whose names changed (an export created) does not wait for the next tick. */
+  refresh(): void {
+    this.schedule();
+  }
 
   private get memberKey(): string {
     return `members.${this.options.workerId}`;
@@ -90,7 +141,7 @@ export class ShardCoordinator {
   async start(): Promise<void> {
     this.startWatch();
     // Through schedule() like every round: a bucket change seen meanwhile must wait for this round,
-    // not run beside it (it would find this round's leases its own and start those shards twice).
+    // not run beside it (it would find this round's leases its own and start those runners twice).
     this.schedule();
     await this.ticking;
     this.timer = setInterval(() => this.schedule(), this.renewEveryMs);
@@ -100,16 +151,19 @@ export class ShardCoordinator {
     return this.joined;
   }
 
-  /** Shards this worker processes (held and not being released). */
-  ownedShards(): number[] {
-    return [...this.owned].filter(([, h]) => !h.releasing).map(([s]) => s).sort((a, b) => a - b);
+  /** Names of a set whose leases this worker holds (and is not releasing), sorted. */
+  held(set: string): string[] {
+    return [...this.owned.values()]
+      .filter((h) => h.lease.set === set && !h.releasing)
+      .map((h) => h.lease.name)
+      .sort();
   }
 
   liveMembers(): string[] {
     return [...this.members];
   }
 
-  /** Leaves the cluster: others stop assigning shards to us, each shard finishes its batch, then its lease is freed. */
+  /** Leaves the cluster: others stop assigning leases to us, each runner finishes, then its lease is freed. */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
@@ -117,7 +171,7 @@ export class ShardCoordinator {
     this.watcher?.stop();
     await this.ticking;
     await this.kv.delete(this.memberKey).catch((err: unknown) => this.logger.warn({ err: errorText(err) }, 'could not remove membership'));
-    await Promise.all([...this.owned.keys()].map((shard) => this.release(shard)));
+    await Promise.all([...this.owned.keys()].map((key) => this.release(key)));
     this.metrics.ownedShards.set(0);
   }
 
@@ -128,7 +182,7 @@ export class ShardCoordinator {
       return;
     }
     this.ticking = this.tick()
-      .catch((err: unknown) => this.logger.warn({ err: errorText(err) }, 'shard coordination failed'))
+      .catch((err: unknown) => this.logger.warn({ err: errorText(err) }, 'lease coordination failed'))
       .finally(() => {
         this.ticking = undefined;
         if (this.again) {
@@ -161,14 +215,15 @@ export class ShardCoordinator {
       if (removed) this.departed.add(id);
       else this.departed.delete(id);
       if (removed || !this.members.includes(id)) this.schedule();
-    } else if (entry.key.startsWith('shards.') && removed) {
+    } else if (removed) {
+      // A lease freed: it may be one this worker should take.
       this.schedule();
     }
   }
 
   private async tick(): Promise<void> {
     if (this.stopped) return;
-    const { workerId, shardCount } = this.options;
+    const { workerId } = this.options;
     // Side by side: when NATS answers slowly, a tick must not wait out one timeout after another.
     const heartbeat = async () => {
       try {
@@ -183,9 +238,9 @@ export class ShardCoordinator {
       }
     };
     await Promise.all([heartbeat(), this.renewAll()]);
-    for (const shard of this.lost) {
-      this.lost.delete(shard);
-      if (this.owned.has(shard)) void this.release(shard);
+    for (const key of this.lost) {
+      this.lost.delete(key);
+      if (this.owned.has(key)) void this.release(key);
     }
 
     let members: string[];
@@ -193,11 +248,11 @@ export class ShardCoordinator {
       members = await this.listMembers();
       for (const id of this.departed) if (!members.includes(id)) this.departed.delete(id);
     } catch (err) {
-      // A member that left cleanly deleted its key and the watch saw it: its shards are taken over
+      // A member that left cleanly deleted its key and the watch saw it: its leases are taken over
       // now, not once listing works again (a loaded NATS can fail listings for several ticks).
       const left = this.members.filter((m) => this.departed.has(m));
       if (left.length === 0) {
-        this.logger.warn({ err: errorText(err) }, 'cannot list members: keeping the current shards');
+        this.logger.warn({ err: errorText(err) }, 'cannot list members: keeping the current leases');
         return;
       }
       members = this.members.filter((m) => !this.departed.has(m));
@@ -206,14 +261,29 @@ export class ShardCoordinator {
     if (!members.includes(workerId)) members.push(workerId);
     const changed = members.slice().sort().join(',') !== this.members.slice().sort().join(',');
     this.members = members;
-    const desired = new Set(assignShards(members, shardCount).get(workerId) ?? []);
-    if (changed) this.logger.info({ members: members.length, desired: [...desired] }, 'membership changed');
 
-    // Releases run in the background: a shard finishing its batch must not hold up renewals of the others.
-    for (const s of this.ownedShards()) if (!desired.has(s)) void this.release(s);
-    // All at once: a take-over costs one round trip, not one per shard.
-    await Promise.all([...desired].filter((s) => !this.owned.has(s)).map((s) => this.acquire(s)));
-    this.metrics.ownedShards.set(this.ownedShards().length);
+    const acquiring: Promise<void>[] = [];
+    const desiredBySet: Record<string, string[]> = {};
+    for (const set of this.sets.values()) {
+      const desired = new Set(assignBalanced(members, this.validNames(set)).get(workerId) ?? []);
+      desiredBySet[set.set] = [...desired];
+      // Releases run in the background: a runner finishing its work must not hold up renewals of the others.
+      for (const name of this.held(set.set)) if (!desired.has(name)) void this.release(leaseKey(set.set, name));
+      // All at once: a take-over costs one round trip, not one per lease.
+      for (const name of desired) if (!this.owned.has(leaseKey(set.set, name))) acquiring.push(this.acquire(set, name));
+    }
+    if (changed) this.logger.info({ members: members.length, desired: desiredBySet }, 'membership changed');
+    await Promise.all(acquiring);
+    this.metrics.ownedShards.set(this.held(SHARD_LEASES).length);
+  }
+
+  private validNames(set: LeaseSet): string[] {
+    const names = set.names();
+    const valid = names.filter((n) => LEASE_NAME.test(n));
+    if (valid.length !== names.length) {
+      this.logger.warn({ set: set.set, invalid: names.filter((n) => !LEASE_NAME.test(n)).slice(0, 10) }, 'lease names skipped: letters, digits, -, _ and = only');
+    }
+    return valid;
   }
 
   /** KV calls of a tick must end well within a TTL, or renewals would starve. */
@@ -255,8 +325,7 @@ export class ShardCoordinator {
   }
 
   /** Writes the lease again over a revision of ours that this worker lost track of; the deadline runs from this write. */
-  private async adopt(shard: number): Promise<{ revision: number; deadline: number } | undefined> {
-    const key = `shards.${shard}`;
+  private async adopt(key: string): Promise<{ revision: number; deadline: number } | undefined> {
     const held = await this.ownRevision(key);
     if (held === undefined) return undefined;
     const sentAt = Date.now();
@@ -264,92 +333,112 @@ export class ShardCoordinator {
     return { revision, deadline: this.deadlineFrom(sentAt) };
   }
 
-  private async acquire(shard: number): Promise<void> {
+  private async acquire(set: LeaseSet, name: string): Promise<void> {
+    const key = leaseKey(set.set, name);
     const sentAt = Date.now();
     let written: { revision: number; deadline: number } | undefined;
     try {
-      const revision = await withTimeout(this.kv.create(`shards.${shard}`, this.leaseValue()), this.kvTimeoutMs, 'lease create');
+      const revision = await withTimeout(this.kv.create(key, this.leaseValue()), this.kvTimeoutMs, 'lease create');
       written = { revision, deadline: this.deadlineFrom(sentAt) };
     } catch {
       // Held by another worker, NATS away, or our own create landed after its answer timed out.
-      written = await this.adopt(shard).catch(() => undefined);
+      written = await this.adopt(key).catch(() => undefined);
     }
     if (!written) return; // try again next tick
-    const lease: ShardLease = { shard, ...written };
-    const runner = this.startShard(lease, (reason) => {
-      this.logger.warn({ shard, reason }, 'shard lost');
+    const lease: Lease = { set: set.set, name, ...written };
+    const runner = set.start(lease, (reason) => {
+      this.logger.warn({ lease: key, reason }, 'lease lost');
       this.metrics.leaseChanges.inc({ change: 'lost' });
-      this.lost.add(shard);
+      this.lost.add(key);
       this.schedule();
     });
-    this.owned.set(shard, { lease, runner });
+    this.owned.set(key, { lease, runner });
     this.metrics.leaseChanges.inc({ change: 'acquired' });
-    this.logger.info({ shard }, 'shard acquired');
+    this.logger.info({ lease: key }, 'lease acquired');
   }
 
   private async renewAll(): Promise<void> {
     await Promise.all(
-      [...this.owned.values()].map(async ({ lease }) => {
+      [...this.owned].map(async ([key, { lease }]) => {
         const sentAt = Date.now();
         try {
-          lease.revision = await withTimeout(
-            this.kv.update(`shards.${lease.shard}`, this.leaseValue(), lease.revision),
-            this.kvTimeoutMs,
-            'lease renewal',
-          );
+          lease.revision = await withTimeout(this.kv.update(key, this.leaseValue(), lease.revision), this.kvTimeoutMs, 'lease renewal');
           lease.deadline = this.deadlineFrom(sentAt);
         } catch (err) {
           const msg = errorText(err);
           if (isWrongLastSequence(err)) {
             // Either an earlier renewal landed after its answer timed out (the key still holds our lease),
-            // or the lease expired and may have been taken: then this worker must not act for the shard any more.
-            const adopted = await this.adopt(lease.shard).catch(() => undefined);
+            // or the lease expired and may have been taken: then this worker must not act under it any more.
+            const adopted = await this.adopt(key).catch(() => undefined);
             if (adopted) {
               Object.assign(lease, adopted);
               return;
             }
             lease.deadline = 0;
-            this.lost.add(lease.shard);
+            this.lost.add(key);
           }
-          this.logger.warn({ shard: lease.shard, err: msg }, 'lease renewal failed');
+          this.logger.warn({ lease: key, err: msg }, 'lease renewal failed');
         }
-        if (Date.now() >= lease.deadline) this.lost.add(lease.shard);
+        if (Date.now() >= lease.deadline) this.lost.add(key);
       }),
     );
   }
 
-  private release(shard: number): Promise<void> {
-    const held = this.owned.get(shard);
+  private release(key: string): Promise<void> {
+    const held = this.owned.get(key);
     if (!held) return Promise.resolve();
     held.releasing ??= (async () => {
       await held.runner.stop();
       // Still listed while the lease is freed: a tick meanwhile must not adopt it again.
-      await this.freeLease(held.lease);
-      this.owned.delete(shard);
+      await this.freeLease(key, held.lease);
+      this.owned.delete(key);
       this.metrics.leaseChanges.inc({ change: 'released' });
-      this.metrics.ownedShards.set(this.ownedShards().length);
-      this.logger.info({ shard }, 'shard released');
+      this.metrics.ownedShards.set(this.held(SHARD_LEASES).length);
+      this.logger.info({ lease: key }, 'lease released');
     })();
     return held.releasing;
   }
 
   /** Deletes the lease key while it holds our lease: a lease another worker holds by now stays. */
-  private async freeLease(lease: ShardLease): Promise<void> {
-    const key = `shards.${lease.shard}`;
+  private async freeLease(key: string, lease: Lease): Promise<void> {
     try {
       await withTimeout(this.kv.delete(key, { previousSeq: lease.revision }), this.kvTimeoutMs, 'lease delete');
     } catch (err) {
       // The revision we know may be older than the last write of ours that landed: delete that one.
       const revision = await this.ownRevision(key).catch((readErr: unknown) => {
-        this.logger.warn({ shard: lease.shard, err: errorText(readErr) }, 'could not read the lease to free it: it expires after the TTL');
+        this.logger.warn({ lease: key, err: errorText(readErr) }, 'could not read the lease to free it: it expires after the TTL');
         return undefined;
       });
       if (revision === undefined) return;
       await withTimeout(this.kv.delete(key, { previousSeq: revision }), this.kvTimeoutMs, 'lease delete').catch((again: unknown) =>
-        this.logger.warn({ shard: lease.shard, err: errorText(again), first: errorText(err) }, 'could not free the lease: it expires after the TTL'),
+        this.logger.warn({ lease: key, err: errorText(again), first: errorText(err) }, 'could not free the lease: it expires after the TTL'),
       );
     }
   }
+}
+
+/** The coordinator of a worker: shards as its first lease set; a role adds its own with addLeaseSet(). */
+export class ShardCoordinator extends LeaseCoordinator {
+  constructor(
+    kv: KV,
+    options: CoordinatorOptions & { shardCount: number; replicas: number },
+    startShard: (lease: ShardLease, lost: (reason: string) => void) => ShardRunner,
+    logger: Logger,
+    metrics: CoordinationMetrics,
+  ) {
+    super(kv, options, [shardLeases(options.shardCount, startShard)], logger, metrics);
+  }
+
+  /** Shards this worker processes (held and not being released). */
+  ownedShards(): number[] {
+    return this.held(SHARD_LEASES)
+      .map(Number)
+      .sort((a, b) => a - b);
+  }
+}
+
+function leaseKey(set: string, name: string): string {
+  return `${set}.${name}`;
 }
 
 /** Rejects when `promise` takes longer than `ms` (the operation itself may still finish later). */

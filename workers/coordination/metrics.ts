@@ -13,7 +13,7 @@ export function createCoordinationMetrics(registry: Registry = createWorkerRegis
     ownedShards: new Gauge({ name: 'spate_worker_owned_shards', help: 'Shards whose lease this worker holds', registers: r }),
     leaseChanges: new Counter({
       name: 'spate_worker_lease_changes_total',
-      help: 'Shard leases acquired, released or lost',
+      help: 'Leases (shards, and any other lease set a role holds) acquired, released or lost',
       labelNames: ['change'],
       registers: r,
     }),
