@@ -71,7 +71,7 @@ export async function planBatch(
   position: number,
   first: number,
   end: number,
-  /** A plan this owner made itself and published nothing under (see PartitionProcessor.takeBatch): it may be replaced. */
+  /** A plan this owner made itself and published nothing under (see persons/batch-planner.ts): it may be replaced. */
   replacing?: number,
 ): Promise<void> {
   // A different plan is kept unless all of it lies before this batch (its messages expired), or

@@ -8,12 +8,13 @@ import { DedupGenerations, type DedupUpkeep } from './dedup.js';
 import { GroupTypeRegistry } from './group-types.js';
 import { GroupWriter } from './group-writer.js';
 import { createPersonMetrics } from './metrics.js';
-import { PartitionProcessor, type BatchLimits, type PartitionContext, type WorkerFaults } from './partition-runner.js';
+import type { BatchLimits, PartitionContext, WorkerFaults } from './partition-context.js';
+import { PartitionRunner } from './partition-runner.js';
 import { PersonCache } from './person-cache.js';
 import { pruneWarnings } from './warnings.js';
 
 export { personUuidFor } from './person-workspace.js';
-export type { WorkerFaults } from './partition-runner.js';
+export type { WorkerFaults } from './partition-context.js';
 export { WARNING_TYPES, type WarningType } from './warnings.js';
 
 /** Streams the persons role consumes per owned shard; PROCESSED is its output. */
@@ -107,11 +108,9 @@ export async function startPersons(options: PersonsOptions, deps: PersonsDeps): 
 
   return {
     runShard(lease, lost) {
-      const processors = CONSUMED_STREAMS.map(
-        (kind) => new PartitionProcessor(kind, lease.shard, ctx, () => Date.now() < lease.deadline, lost),
-      );
-      for (const p of processors) p.start();
-      return { stop: async () => void (await Promise.all(processors.map((p) => p.stop()))) };
+      const runners = CONSUMED_STREAMS.map((kind) => new PartitionRunner(kind, lease.shard, ctx, () => Date.now() < lease.deadline, lost));
+      for (const r of runners) r.start();
+      return { stop: async () => void (await Promise.all(runners.map((r) => r.stop()))) };
     },
     async stop() {
       clearInterval(maintenance);
