@@ -17,6 +17,7 @@ import {
   createCoordinationMetrics,
   createWorkerRegistry,
   errorText,
+  EventHooks,
   isTransientDbError,
   openWorkersBucket,
   ShardCoordinator,
@@ -26,13 +27,15 @@ import { migrateWorkerSchema } from './migrate.js';
 import { startPersons, type PersonsRole, type WorkerFaults } from './persons/index.js';
 
 export { loadWorkerConfig, workerConfigDefinition, workerHelp, type WorkerConfig } from './config.js';
-export { assignShards, WORKERS_BUCKET } from './coordination/index.js';
+export { assignShards, EventHooks, WORKERS_BUCKET, type BeforePersonsHook, type HookBatch, type HookedEvent } from './coordination/index.js';
 export { CONSUMED_STREAMS, personUuidFor, WARNING_TYPES, type WarningType, type WorkerFaults } from './persons/index.js';
 
 export interface WorkerDeps {
   logger?: Logger;
   /** A NATS connection to use (not closed by stop()); by default the worker connects to NATS_URL. */
   nc?: NatsConnection;
+  /** Hooks run on each batch's events before person processing; by default none (a role adds its own). */
+  eventHooks?: EventHooks;
   faults?: WorkerFaults;
 }
 
@@ -111,7 +114,15 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         dedupWindow: config.dedupWindow,
         warningRetention: config.warningRetention,
       },
-      { js: jetstream(nc), jsm, registry, logger, maxPayload: () => nc.info?.max_payload ?? 1024 * 1024, faults: deps.faults },
+      {
+        js: jetstream(nc),
+        jsm,
+        registry,
+        logger,
+        hooks: deps.eventHooks ?? new EventHooks(),
+        maxPayload: () => nc.info?.max_payload ?? 1024 * 1024,
+        faults: deps.faults,
+      },
     );
     persons = personsRole;
 

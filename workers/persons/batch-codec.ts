@@ -82,7 +82,7 @@ export function parseMessages(kind: StreamKind, messages: readonly SourceMessage
       // Bytes that are not UTF-8 were decoded as U+FFFD: the output is written from the decoded text
       // then, never copied from bytes that consumers could read differently.
       const copyable = !unstorable && !line.includes('\ufffd');
-      const checked = problem.reason ? undefined : checkCaptured(parsed, problem);
+      const checked = problem.reason ? undefined : checkCapturedEvent(parsed, problem);
       if (!checked) {
         out.malformed++;
         out.warnings.push({ projectId, type: 'invalid_event', details: { ...problem, line: line.slice(0, 200) } });
@@ -97,7 +97,7 @@ export function parseMessages(kind: StreamKind, messages: readonly SourceMessage
 }
 
 /** The fields processing relies on; ingest guarantees them, so anything else is a bug upstream. */
-function checkCaptured(value: unknown, problem: { reason: string }): { event: CapturedEvent; changed: boolean } | undefined {
+export function checkCapturedEvent(value: unknown, problem: { reason: string }): { event: CapturedEvent; changed: boolean } | undefined {
   if (!isPlainObject(value)) return void (problem.reason = 'not an object');
   let changed = false;
   const e = value as Partial<CapturedEvent>;

@@ -10,7 +10,7 @@ import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { HEADER_EVENT_COUNT, type StreamKind } from '../../lib/index.js';
 import { beginBatch, isTransientDbError, lockPosition, OwnershipLostError, planBatch } from '../coordination/index.js';
-import { packOutputs, parseMessages, processedLine, type BatchEvent, type OutputLine, type ParsedBatch, type SourceMessage } from './batch-codec.js';
+import { checkCapturedEvent, packOutputs, parseMessages, processedLine, type BatchEvent, type OutputLine, type ParsedBatch, type SourceMessage } from './batch-codec.js';
 import type { Batch } from './batch-planner.js';
 import { recordEvents, recordNewEvents } from './dedup.js';
 import type { PartitionContext } from './partition-context.js';
@@ -44,6 +44,8 @@ export async function processBatch(ctx: PartitionContext, partition: PartitionSt
   const sources = sourcesOf(batch.messages);
   // Parsed afresh on every attempt: processing changes events in place.
   const parsed = parseMessages(partition.kind, sources);
+  const parsedEvents = parsed.events.length;
+  parsed.events = await runHooks(ctx, partition, parsed.events);
   const generation = await prepare(ctx, parsed);
   phases.end('prepare');
 
@@ -70,7 +72,7 @@ export async function processBatch(ctx: PartitionContext, partition: PartitionSt
     phases.end('commit');
 
     ctx.cache.applyCommitted(computed.writes);
-    recordMetrics(ctx, partition, { sources, parsed, computed, warnings, duplicates, loaded, publishedAt, phases });
+    recordMetrics(ctx, partition, { sources, parsed, parsedEvents, computed, warnings, duplicates, loaded, publishedAt, phases });
     return { end: batch.end, nextPlannedEnd };
   } catch (err) {
     broken = isTransientDbError(err);
@@ -85,6 +87,22 @@ export async function processBatch(ctx: PartitionContext, partition: PartitionSt
 
 function sourcesOf(messages: readonly JsMsg[]): SourceMessage[] {
   return messages.map((m) => ({ seq: m.seq, subject: m.subject, data: m.data, storedAtMs: Math.floor(m.info.timestampNanos / 1e6) }));
+}
+
+/**
+ * The hooks before person processing (transformations: coordination/event-hooks.ts). A replaced
+ * event is checked like a captured line and written out from its new content; its dedup key
+ * stays the captured one.
+ */
+async function runHooks(ctx: PartitionContext, partition: PartitionState, events: BatchEvent[]): Promise<BatchEvent[]> {
+  if (ctx.hooks.size === 0 || events.length === 0) return events;
+  return ctx.hooks.run({ stream: partition.streamName, shard: partition.shard }, events, (entry, event, hook) => {
+    const problem = { reason: '' };
+    const checked = checkCapturedEvent(event, problem);
+    if (!checked) throw new TypeError(`hook ${hook} replaced event ${entry.event.uuid} with one that is not a captured event: ${problem.reason}`);
+    entry.event = checked.event;
+    entry.span = undefined;
+  });
 }
 
 /** Group type indexes and the dedup partition the batch needs, made outside its transaction. Returns the dedup generation. */
@@ -226,6 +244,7 @@ function recordMetrics(
   b: {
     sources: readonly SourceMessage[];
     parsed: ParsedBatch;
+    parsedEvents: number;
     computed: Computed;
     warnings: readonly IngestionWarning[];
     duplicates: number;
@@ -238,10 +257,12 @@ function recordMetrics(
   const stream = partition.streamName;
   for (const s of b.sources) metrics.processingLatency.observe({ stream }, Math.max(0, b.publishedAt - s.storedAtMs) / 1000);
   metrics.batchDuration.observe({ stream }, b.phases.totalMs() / 1000);
-  metrics.batchEvents.observe(b.parsed.events.length);
+  metrics.batchEvents.observe(b.parsedEvents);
   for (const [name, ms] of b.phases.list) metrics.batchPhase.observe({ phase: name }, ms / 1000);
   for (const [kind, n] of b.computed.result.kinds) metrics.eventsProcessed.inc({ kind }, n);
   if (b.duplicates > 0) metrics.eventsProcessed.inc({ kind: 'duplicate' }, b.duplicates);
+  // Dropped by a hook (a transformation returned null).
+  if (b.parsedEvents > b.parsed.events.length) metrics.eventsProcessed.inc({ kind: 'dropped' }, b.parsedEvents - b.parsed.events.length);
   if (b.parsed.malformed > 0) metrics.eventsProcessed.inc({ kind: 'malformed' }, b.parsed.malformed);
   for (const w of b.warnings) metrics.warnings.inc({ type: w.type });
   metrics.personCache.inc({ result: 'hit' }, b.loaded.cacheHits);

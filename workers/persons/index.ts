@@ -3,7 +3,7 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import pLimit from 'p-limit';
 import type { Logger, Registry, StreamKind } from '../../lib/index.js';
-import { createPool, errorText, type ShardLease, type ShardRunner } from '../coordination/index.js';
+import { createPool, errorText, type EventHooks, type ShardLease, type ShardRunner } from '../coordination/index.js';
 import { DedupGenerations, type DedupUpkeep } from './dedup.js';
 import { GroupTypeRegistry } from './group-types.js';
 import { GroupWriter } from './group-writer.js';
@@ -38,6 +38,7 @@ export interface PersonsDeps {
   registry: Registry;
   logger: Logger;
   maxPayload: () => number;
+  hooks: EventHooks;
   faults?: WorkerFaults;
 }
 
@@ -102,6 +103,7 @@ export async function startPersons(options: PersonsOptions, deps: PersonsDeps): 
     workerId: options.workerId,
     limits: options.limits,
     batchSlots,
+    hooks: deps.hooks,
     maxPayload: deps.maxPayload,
     faults: deps.faults,
   };

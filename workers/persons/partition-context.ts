@@ -3,6 +3,7 @@ import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { LimitFunction } from 'p-limit';
 import type pg from 'pg';
 import type { Logger } from '../../lib/index.js';
+import type { EventHooks } from '../coordination/index.js';
 import type { DedupGenerations } from './dedup.js';
 import type { GroupTypeRegistry } from './group-types.js';
 import type { GroupWriter } from './group-writer.js';
@@ -40,6 +41,8 @@ export interface PartitionContext {
    * in memory at once.
    */
   batchSlots: LimitFunction;
+  /** Run on each batch's events before person processing (transformations). */
+  hooks: EventHooks;
   maxPayload: () => number;
   faults?: WorkerFaults;
 }
