@@ -4,7 +4,7 @@
 // registry. Roles import this entry, never the files behind it, and never each other.
 export { assignBalanced, assignShards } from './assignment.js';
 export { beginBatch, createPool, isConflictDbError, isTransientDbError, plainArrayLiteral } from './db.js';
-export { errorText, isNatsUnavailable, OwnershipLostError } from './failures.js';
+export { errorText, isDeterministicFailure, isNatsUnavailable, OwnershipLostError } from './failures.js';
 export {
   LeaseCoordinator,
   openWorkersBucket,

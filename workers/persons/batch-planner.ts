@@ -17,6 +17,13 @@ export interface Batch {
   planned: boolean;
   /** The own, unused plan this batch outgrew: its end is recorded in its place. */
   replacing?: number;
+  /**
+   * Events found to make the batch fail every time (poison-isolation.ts), by dedup key, with the
+   * reason: left out of processing and reported. Found again the same way on a replay.
+   */
+  failed: Map<string, string>;
+  /** How many of the batch's events, in order and leaving out `failed`, are known to process. */
+  knownGood: number;
 }
 
 export interface BatchSize {
@@ -83,7 +90,7 @@ export class BatchPlanner {
     if (pendingEnd === undefined || pendingEnd <= this.position || canGrow) {
       const messages = feed.take(this.size);
       if (messages.length === 0) return undefined;
-      return { messages, end: messages[messages.length - 1]!.seq, planned: false, replacing: canGrow ? pendingEnd : undefined };
+      return { messages, end: messages[messages.length - 1]!.seq, planned: false, replacing: canGrow ? pendingEnd : undefined, failed: new Map(), knownGood: 0 };
     }
     const messages = feed.take({ maxEvents: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER, untilSeq: pendingEnd });
     if (messages.length === 0) {
@@ -92,7 +99,7 @@ export class BatchPlanner {
       return undefined;
     }
     // Messages missing up to the planned end no longer exist (expired): the batch covers them too.
-    return { messages, end: pendingEnd, planned: true };
+    return { messages, end: pendingEnd, planned: true, failed: new Map(), knownGood: 0 };
   }
 
   /** The end the next batch would have if taken now: planned with this batch's commit. */

@@ -1,20 +1,32 @@
 // One batch of a (stream, shard), exactly once in effect, as named steps:
-//   parse → prepare (group types, dedup partition) → open (plan the end, BEGIN, lock the position
-//   row) → dedup uuids → load persons → compute in memory → lock changed persons and write
-//   everything → publish to PROCESSED with ids derived from source sequences (groups written
-//   alongside) → COMMIT.
+//   parse → hooks (transformations) → prepare (group types, dedup partition) → open (plan the
+//   end, BEGIN, lock the position row) → dedup uuids → load persons → compute in memory → lock
+//   changed persons and write everything → publish to PROCESSED with ids derived from source
+//   sequences (groups written alongside) → COMMIT.
 // A crash after publishing and before COMMIT replays the planned batch exactly: same ids, and
 // JetStream drops the copies inside its duplicate window.
+// A trial (poison-isolation.ts) runs the same steps on some of the batch's events up to the
+// publish, writes the groups inside its transaction, and rolls everything back.
 import type { JsMsg } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { HEADER_EVENT_COUNT, type StreamKind } from '../../lib/index.js';
 import { beginBatch, isTransientDbError, lockPosition, OwnershipLostError, planBatch } from '../coordination/index.js';
-import { checkCapturedEvent, packOutputs, parseMessages, processedLine, type BatchEvent, type OutputLine, type ParsedBatch, type SourceMessage } from './batch-codec.js';
+import {
+  checkCapturedEvent,
+  packOutputs,
+  parseMessages,
+  processedLine,
+  type BatchEvent,
+  type OutputLine,
+  type OutputPart,
+  type ParsedBatch,
+  type SourceMessage,
+} from './batch-codec.js';
 import type { Batch } from './batch-planner.js';
 import { recordEvents, recordNewEvents } from './dedup.js';
 import type { PartitionContext } from './partition-context.js';
-import { loadPersons, lockPersons, writeBatch, type LoadedPersons } from './person-store.js';
+import { loadPersons, lockPersons, upsertGroups, writeBatch, type LoadedPersons } from './person-store.js';
 import { PersonWorkspace, type PersonWrites } from './person-workspace.js';
 import { distinctIdsToLoad, groupTypesOf, processEvents, type IngestionWarning, type ProcessResult } from './process-events.js';
 
@@ -38,14 +50,48 @@ export interface CommittedBatch {
   nextPlannedEnd: number | undefined;
 }
 
-/** Processes `batch` in one transaction and commits it; throws (rolled back) on any failure. */
+/** A processed line too big for any NATS message: it can never be published. */
+export class OutputTooLargeError extends Error {
+  override name = 'OutputTooLargeError';
+}
+
+/** Bytes a PROCESSED message's headers take at most besides its id (NATS/1.0, Nats-Msg-Id, Spate-Events). */
+const HEADER_BYTES = 96;
+
+/**
+ * Processes `batch` in one transaction and commits it; throws (rolled back) on any failure.
+ * Events in `batch.failed` are recorded as seen and reported, not processed.
+ */
 export async function processBatch(ctx: PartitionContext, partition: PartitionState, batch: Batch): Promise<CommittedBatch> {
+  const committed = await run(ctx, partition, batch, undefined);
+  return committed!;
+}
+
+/**
+ * Runs the batch's steps with only the events whose key is in `keep` (and not failed), up to
+ * publishing, and rolls back: resolves when they would process, throws what they fail with.
+ */
+export async function tryBatch(ctx: PartitionContext, partition: PartitionState, batch: Batch, keep: ReadonlySet<string>): Promise<void> {
+  await run(ctx, partition, batch, keep);
+}
+
+/** The dedup keys of the batch's events in stream order, each once, leaving out the failed ones. */
+export function candidateKeys(kind: StreamKind, batch: Batch): string[] {
+  const keys = new Set<string>();
+  for (const e of parseMessages(kind, sourcesOf(batch.messages)).events) if (!batch.failed.has(e.key)) keys.add(e.key);
+  return [...keys];
+}
+
+async function run(ctx: PartitionContext, partition: PartitionState, batch: Batch, trial: ReadonlySet<string> | undefined): Promise<CommittedBatch | undefined> {
   const phases = new PhaseClock();
   const sources = sourcesOf(batch.messages);
   // Parsed afresh on every attempt: processing changes events in place.
   const parsed = parseMessages(partition.kind, sources);
   const parsedEvents = parsed.events.length;
-  parsed.events = await runHooks(ctx, partition, parsed.events);
+  const failedEvents = trial || batch.failed.size === 0 ? [] : parsed.events.filter((e) => batch.failed.has(e.key));
+  const live = !trial && batch.failed.size === 0 ? parsed.events : parsed.events.filter((e) => !batch.failed.has(e.key) && (!trial || trial.has(e.key)));
+  parsed.events = await runHooks(ctx, partition, live);
+  const hookedEvents = parsed.events.length;
   const generation = await prepare(ctx, parsed);
   phases.end('prepare');
 
@@ -53,26 +99,42 @@ export async function processBatch(ctx: PartitionContext, partition: PartitionSt
   phases.end('connect');
   let broken = false;
   try {
-    await open(client, partition, batch, sources);
+    await open(client, partition, batch, sources, !trial);
     phases.end('lock');
-    const { events, duplicates } = await dedup(client, partition, parsed, generation);
+    const { events, failed, duplicates } = await dedup(client, partition, parsed.events, failedEvents, generation);
     phases.end('dedup');
     const loaded = await load(ctx, client, events);
     phases.end('load');
     const computed = compute(ctx, events, loaded);
     phases.end('compute');
-    const warnings = [...parsed.warnings, ...computed.result.warnings];
+    const warnings = [...parsed.warnings, ...computed.result.warnings, ...failedWarnings(failed, batch, sources)];
     const nextPlannedEnd = partition.nextPlannedEnd();
     await write(client, partition, batch, computed, warnings, nextPlannedEnd);
     phases.end('write');
-    const publishedAt = await publish(ctx, partition, sources, parsed, events, computed.result);
+    const parts = outputs(ctx, partition, sources, parsed, events, computed.result);
+    if (trial) {
+      // What the group writer would do, inside this transaction: a group the data cannot be written for fails here too.
+      await upsertGroups(client, computed.result.groups);
+      await client.query('ROLLBACK');
+      return undefined;
+    }
+    const publishedAt = await publish(ctx, parts, computed.result);
     phases.end('publish');
     await ctx.faults?.afterPublish?.({ stream: partition.streamName, shard: partition.shard, first: sources[0]!.seq, last: batch.end });
     await commit(client, partition);
     phases.end('commit');
 
     ctx.cache.applyCommitted(computed.writes);
-    recordMetrics(ctx, partition, { sources, parsed, parsedEvents, computed, warnings, duplicates, loaded, publishedAt, phases });
+    recordMetrics(ctx, partition, {
+      sources,
+      parsed,
+      counts: { parsed: parsedEvents, droppedByHooks: live.length - hookedEvents, duplicates, failed: failed.length },
+      computed,
+      warnings,
+      loaded,
+      publishedAt,
+      phases,
+    });
     return { end: batch.end, nextPlannedEnd };
   } catch (err) {
     broken = isTransientDbError(err);
@@ -118,24 +180,29 @@ async function prepare(ctx: PartitionContext, parsed: ParsedBatch): Promise<numb
 /**
  * Makes the batch's end durable before anything of it is published (under load the previous
  * batch's commit planned it; otherwise it is written now, ahead of the transaction), then begins
- * the transaction holding the position row.
+ * the transaction holding the position row. A trial publishes nothing and plans nothing.
  */
-async function open(client: pg.ClientBase, partition: PartitionState, batch: Batch, sources: readonly SourceMessage[]): Promise<void> {
+async function open(client: pg.ClientBase, partition: PartitionState, batch: Batch, sources: readonly SourceMessage[], plan: boolean): Promise<void> {
   const { streamName, shard, fence, position } = partition;
-  if (!batch.planned) await planBatch(client, streamName, shard, fence, position, sources[0]!.seq, batch.end, batch.replacing);
+  if (plan && !batch.planned) await planBatch(client, streamName, shard, fence, position, sources[0]!.seq, batch.end, batch.replacing);
   await beginBatch(client);
   await lockPosition(client, streamName, shard, fence, position);
 }
 
-/** Records the batch's uuids; returns its events seen neither before nor earlier in the batch. */
+/**
+ * Records the batch's uuids, failed events' too (they count as processed: a copy sent again is a
+ * duplicate); returns the events and the failed ones seen neither before nor earlier in the batch.
+ */
 async function dedup(
   client: pg.ClientBase,
   partition: PartitionState,
-  parsed: ParsedBatch,
+  live: readonly BatchEvent[],
+  failedEvents: readonly BatchEvent[],
   generation: number,
-): Promise<{ events: BatchEvent[]; duplicates: number }> {
+): Promise<{ events: BatchEvent[]; failed: BatchEvent[]; duplicates: number }> {
   const firstSeen = new Map<string, BatchEvent>();
-  for (const e of parsed.events) if (!firstSeen.has(e.key)) firstSeen.set(e.key, e);
+  for (const e of live) if (!firstSeen.has(e.key)) firstSeen.set(e.key, e);
+  for (const e of failedEvents) if (!firstSeen.has(e.key)) firstSeen.set(e.key, e);
   const unique = [...firstSeen.values()];
   const projectIds = unique.map((e) => e.projectId);
   const uuids = unique.map((e) => e.event.uuid);
@@ -152,8 +219,10 @@ async function dedup(
     // Back to the cheap path once a batch has none.
     partition.duplicatesLikely = seenBefore.size > 0;
   }
-  const events = parsed.events.filter((e) => !seenBefore.has(e.key) && firstSeen.get(e.key) === e);
-  return { events, duplicates: parsed.events.length - events.length };
+  const fresh = (e: BatchEvent) => !seenBefore.has(e.key) && firstSeen.get(e.key) === e;
+  const events = live.filter(fresh);
+  const failed = failedEvents.filter(fresh);
+  return { events, failed, duplicates: live.length + failedEvents.length - events.length - failed.length };
 }
 
 /** The persons of every distinct id the events ask about (cached ones validated by version). */
@@ -173,6 +242,15 @@ function compute(ctx: PartitionContext, events: readonly BatchEvent[], loaded: L
   const workspace = new PersonWorkspace(loaded.lookups, loaded.persons);
   const result = processEvents(events, workspace, (p, t) => ctx.groupTypes.indexOf(p, t));
   return { result, writes: workspace.writes() };
+}
+
+/** An `event_processing_failed` warning per failed event (counted once: duplicates are not reported again). */
+function failedWarnings(failed: readonly BatchEvent[], batch: Batch, sources: readonly SourceMessage[]): IngestionWarning[] {
+  return failed.map((e) => ({
+    projectId: e.projectId,
+    type: 'event_processing_failed',
+    details: { eventUuid: e.event.uuid, event: e.event.event, distinctId: e.event.distinct_id, seq: sources[e.message]!.seq, reason: batch.failed.get(e.key) },
+  }));
 }
 
 /** Locks the persons the batch changes (checking their versions), then writes every change and the new position. */
@@ -198,25 +276,36 @@ async function write(
 }
 
 /**
- * Publishes the processed events to PROCESSED, in parts whose ids depend only on the source
- * sequences they cover. Groups are written (outside the transaction, see group-writer.ts) at the
- * same time; both are done before COMMIT, so a replay repeats them. Returns when it was acknowledged.
+ * The PROCESSED messages of the batch, in parts whose ids depend only on the source sequences
+ * they cover. Every one must fit a NATS message: a line that cannot is found before anything is
+ * published (a publish that fails part way would leave a replay to publish the rest).
  */
-async function publish(
+function outputs(
   ctx: PartitionContext,
   partition: PartitionState,
   sources: readonly SourceMessage[],
   parsed: ParsedBatch,
   events: readonly BatchEvent[],
   result: ProcessResult,
-): Promise<number> {
+): OutputPart[] {
   const lines: OutputLine[][] = sources.map(() => []);
   events.forEach((e, i) => {
     const out = result.outputs[i];
     if (out) lines[e.message]!.push(processedLine(out, parsed.bodies[e.message], e, result.untouched[i]!));
   });
-  const parts = packOutputs(partition.streamName, partition.shard, sources, parsed.projects, lines, ctx.limits.publishPartBytes, ctx.maxPayload());
-  const groupsWritten = ctx.groupWriter.write(result.groups);
+  const maxPayload = ctx.maxPayload();
+  const parts = packOutputs(partition.streamName, partition.shard, sources, parsed.projects, lines, ctx.limits.publishPartBytes, maxPayload);
+  const tooLarge = parts.find((p) => p.body.length + p.msgId.length + HEADER_BYTES > maxPayload);
+  if (tooLarge) throw new OutputTooLargeError(`PROCESSED message ${tooLarge.msgId} of ${tooLarge.body.length} bytes does not fit the server's ${maxPayload}`);
+  return parts;
+}
+
+/**
+ * Publishes the parts to PROCESSED. Groups are written (outside the transaction, see
+ * group-writer.ts) at the same time; both are done before COMMIT, so a replay repeats them.
+ * Returns when it was acknowledged.
+ */
+async function publish(ctx: PartitionContext, parts: readonly OutputPart[], result: ProcessResult): Promise<number> {
   const [acks] = await Promise.all([
     Promise.all(
       parts.map((p) => {
@@ -225,7 +314,7 @@ async function publish(
         return ctx.js.publish(p.subject, p.body, { msgID: p.msgId, headers: h, timeout: 10_000 });
       }),
     ),
-    groupsWritten,
+    ctx.groupWriter.write(result.groups),
   ]);
   const publishedAt = Date.now();
   const duplicated = acks.filter((a) => a.duplicate).length;
@@ -244,10 +333,9 @@ function recordMetrics(
   b: {
     sources: readonly SourceMessage[];
     parsed: ParsedBatch;
-    parsedEvents: number;
+    counts: { parsed: number; droppedByHooks: number; duplicates: number; failed: number };
     computed: Computed;
     warnings: readonly IngestionWarning[];
-    duplicates: number;
     loaded: LoadedPersons;
     publishedAt: number;
     phases: PhaseClock;
@@ -257,12 +345,13 @@ function recordMetrics(
   const stream = partition.streamName;
   for (const s of b.sources) metrics.processingLatency.observe({ stream }, Math.max(0, b.publishedAt - s.storedAtMs) / 1000);
   metrics.batchDuration.observe({ stream }, b.phases.totalMs() / 1000);
-  metrics.batchEvents.observe(b.parsedEvents);
+  metrics.batchEvents.observe(b.counts.parsed);
   for (const [name, ms] of b.phases.list) metrics.batchPhase.observe({ phase: name }, ms / 1000);
   for (const [kind, n] of b.computed.result.kinds) metrics.eventsProcessed.inc({ kind }, n);
-  if (b.duplicates > 0) metrics.eventsProcessed.inc({ kind: 'duplicate' }, b.duplicates);
+  if (b.counts.duplicates > 0) metrics.eventsProcessed.inc({ kind: 'duplicate' }, b.counts.duplicates);
   // Dropped by a hook (a transformation returned null).
-  if (b.parsedEvents > b.parsed.events.length) metrics.eventsProcessed.inc({ kind: 'dropped' }, b.parsedEvents - b.parsed.events.length);
+  if (b.counts.droppedByHooks > 0) metrics.eventsProcessed.inc({ kind: 'dropped' }, b.counts.droppedByHooks);
+  if (b.counts.failed > 0) metrics.eventsProcessed.inc({ kind: 'failed' }, b.counts.failed);
   if (b.parsed.malformed > 0) metrics.eventsProcessed.inc({ kind: 'malformed' }, b.parsed.malformed);
   for (const w of b.warnings) metrics.warnings.inc({ type: w.type });
   metrics.personCache.inc({ result: 'hit' }, b.loaded.cacheHits);

@@ -3,29 +3,28 @@
 // transactions. The writer merges what arrives while it writes, in arrival order, and writes it
 // with one statement on its own connection. A batch waits for its groups before it commits, so a
 // replayed batch re-applies them: a shallow merge of the same values is idempotent.
+// If a merged write fails on its data, each batch's groups are written on their own, so one
+// batch's bad group fails that batch alone.
 import type pg from 'pg';
+import { isTransientDbError } from '../coordination/index.js';
 import type { GroupUpsert } from './process-events.js';
 import { upsertGroups } from './person-store.js';
 
+interface Waiter {
+  groups: readonly GroupUpsert[];
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
 export class GroupWriter {
-  private pending = new Map<string, GroupUpsert>();
-  private waiters: { resolve: () => void; reject: (err: unknown) => void }[] = [];
+  private waiters: Waiter[] = [];
   private flushing: Promise<void> | undefined;
 
   constructor(private readonly pool: pg.Pool) {}
 
   write(groups: readonly GroupUpsert[]): Promise<void> {
     if (groups.length === 0) return Promise.resolve();
-    for (const g of groups) {
-      const key = `${g.projectId}:${g.groupTypeIndex}:${g.groupKey}`;
-      const known = this.pending.get(key);
-      if (!known) this.pending.set(key, { ...g, properties: { ...g.properties } });
-      else {
-        Object.assign(known.properties, g.properties);
-        if (Date.parse(g.createdAt) < Date.parse(known.createdAt)) known.createdAt = g.createdAt;
-      }
-    }
-    const done = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
+    const done = new Promise<void>((resolve, reject) => this.waiters.push({ groups, resolve, reject }));
     this.flushing ??= this.flush();
     return done;
   }
@@ -33,21 +32,48 @@ export class GroupWriter {
   private async flush(): Promise<void> {
     try {
       while (this.waiters.length > 0) {
-        const groups = [...this.pending.values()].sort((a, b) =>
-          a.projectId - b.projectId || a.groupTypeIndex - b.groupTypeIndex || (a.groupKey < b.groupKey ? -1 : a.groupKey > b.groupKey ? 1 : 0),
-        );
         const waiters = this.waiters;
-        this.pending = new Map();
         this.waiters = [];
         try {
-          await upsertGroups(this.pool, groups);
+          await upsertGroups(this.pool, merged(waiters));
           for (const w of waiters) w.resolve();
         } catch (err) {
-          for (const w of waiters) w.reject(err);
+          if (waiters.length === 1 || isTransientDbError(err)) {
+            for (const w of waiters) w.reject(err);
+            continue;
+          }
+          for (const w of waiters) {
+            await upsertGroups(this.pool, sorted(w.groups)).then(() => w.resolve(), w.reject);
+          }
         }
       }
     } finally {
       this.flushing = undefined;
     }
   }
+}
+
+function keyOf(g: GroupUpsert): string {
+  return `${g.projectId}:${g.groupTypeIndex}:${g.groupKey}`;
+}
+
+/** Every waiter's groups in arrival order, one row per group: later properties over earlier ones, the earliest created_at. */
+function merged(waiters: readonly Waiter[]): GroupUpsert[] {
+  const byKey = new Map<string, GroupUpsert>();
+  for (const w of waiters) {
+    for (const g of w.groups) {
+      const known = byKey.get(keyOf(g));
+      if (!known) byKey.set(keyOf(g), { ...g, properties: { ...g.properties } });
+      else {
+        Object.assign(known.properties, g.properties);
+        if (Date.parse(g.createdAt) < Date.parse(known.createdAt)) known.createdAt = g.createdAt;
+      }
+    }
+  }
+  return sorted([...byKey.values()]);
+}
+
+/** In one order for every writer, so concurrent writes lock group rows in the same order. */
+function sorted(groups: readonly GroupUpsert[]): GroupUpsert[] {
+  return [...groups].sort((a, b) => a.projectId - b.projectId || a.groupTypeIndex - b.groupTypeIndex || (a.groupKey < b.groupKey ? -1 : a.groupKey > b.groupKey ? 1 : 0));
 }

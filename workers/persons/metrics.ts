@@ -111,7 +111,7 @@ export function createPersonMetrics(registry: Registry) {
     }),
     eventsProcessed: new Counter({
       name: 'spate_worker_events_processed_total',
-      help: 'Events processed, by kind (custom, identify, create_alias, merge_dangerously, groupidentify, personless, dropped, duplicate, malformed)',
+      help: 'Events processed, by kind (custom, identify, create_alias, merge_dangerously, groupidentify, personless, dropped, duplicate, malformed, failed: left out because processing it fails every time)',
       labelNames: ['kind'],
       registers: r,
     }),
@@ -131,6 +131,11 @@ export function createPersonMetrics(registry: Registry) {
       name: 'spate_worker_person_cache_lookups_total',
       help: 'Distinct id lookups answered by the person cache (hit) or Postgres (miss)',
       labelNames: ['result'],
+      registers: r,
+    }),
+    isolationTrials: new Counter({
+      name: 'spate_worker_isolation_trials_total',
+      help: 'Trial runs (rolled back) of a batch that fails on its own content, to find the events that make it fail',
       registers: r,
     }),
     publishDuplicates: new Counter({

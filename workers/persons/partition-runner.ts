@@ -7,6 +7,7 @@ import { shardFilter, STREAMS, type Logger, type StreamKind } from '../../lib/in
 import {
   errorText,
   isConflictDbError,
+  isDeterministicFailure,
   isNatsUnavailable,
   isTransientDbError,
   OwnershipLostError,
@@ -14,11 +15,12 @@ import {
   takeOverPartition,
 } from '../coordination/index.js';
 import { BatchPlanner, type Batch } from './batch-planner.js';
-import { processBatch, type PartitionState } from './batch-transaction.js';
+import { candidateKeys, processBatch, tryBatch, type CommittedBatch, type PartitionState } from './batch-transaction.js';
 import { inTurn, StoppedError } from './batch-turns.js';
 import { MessageFeed } from './message-feed.js';
 import type { PartitionContext } from './partition-context.js';
 import { PersonConflictError } from './person-store.js';
+import { findCulprit, type Trial } from './poison-isolation.js';
 import { FeedStalledError, StallProbe } from './stall-probe.js';
 
 export class PartitionRunner implements PartitionState {
@@ -161,7 +163,7 @@ export class PartitionRunner implements PartitionState {
           if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed while the batch waited for its turn');
           batch ??= this.planner.take(feed);
           if (!batch) return;
-          const { end, nextPlannedEnd } = await processBatch(this.ctx, this, batch);
+          const { end, nextPlannedEnd } = await this.processIsolating(batch);
           this.planner.committed(end, nextPlannedEnd);
         });
         return;
@@ -176,4 +178,48 @@ export class PartitionRunner implements PartitionState {
       }
     }
   }
+
+  /** Processes the batch; while it fails on its own content, leaves out the event that makes it fail and goes on. */
+  private async processIsolating(batch: Batch): Promise<CommittedBatch> {
+    for (;;) {
+      try {
+        return await processBatch(this.ctx, this, batch);
+      } catch (err) {
+        if (!isPoison(err)) throw err;
+        await this.isolate(batch, err);
+      }
+    }
+  }
+
+  /** Finds the first event of `batch` that makes it fail (poison-isolation.ts) and marks it failed. */
+  private async isolate(batch: Batch, failure: unknown): Promise<void> {
+    const keys = candidateKeys(this.kind, batch);
+    const where = { first: batch.messages[0]?.seq, last: batch.end };
+    this.log.warn({ ...where, err: errorText(failure), events: keys.length }, 'batch fails on its own content: finding the events that make it fail');
+    const trial: Trial = async (count) => {
+      if (this.stopping) throw new StoppedError('stopped while finding a poison event: the batch will be processed later');
+      if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed while finding a poison event');
+      this.ctx.metrics.isolationTrials.inc();
+      try {
+        await tryBatch(this.ctx, this, batch, new Set(keys.slice(0, count)));
+        return undefined;
+      } catch (err) {
+        if (isPoison(err)) return err;
+        throw err;
+      }
+    };
+    const culprit = await findCulprit(keys.length, batch.knownGood, trial);
+    const key = keys[culprit.index]!;
+    const reason = errorText(culprit.error).slice(0, 500);
+    batch.failed.set(key, reason);
+    batch.knownGood = culprit.index;
+    this.log.warn({ ...where, event: key, reason }, 'event left out: processing it fails every time (ingestion warning event_processing_failed)');
+  }
+}
+
+/** A failure the batch's own content causes, every time: not a lapse, a stop, a conflict or an outage. */
+function isPoison(err: unknown): boolean {
+  if (err instanceof OwnershipLostError || err instanceof PositionMovedError || err instanceof StoppedError) return false;
+  if (err instanceof PersonConflictError || isConflictDbError(err)) return false;
+  return isDeterministicFailure(err);
 }

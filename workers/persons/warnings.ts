@@ -13,6 +13,7 @@ export const WARNING_TYPES = [
   'invalid_group_set',
   'group_type_limit_reached',
   'invalid_event',
+  'event_processing_failed',
 ] as const;
 
 export type WarningType = (typeof WARNING_TYPES)[number];
