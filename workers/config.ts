@@ -48,6 +48,11 @@ export const workerConfigDefinition = {
     envDuration('30d'),
     'ingestion warnings older than this are deleted (checked at least every minute; 0 keeps them all)',
   ),
+  maxPropertiesBytes: setting(
+    'WORKER_MAX_PROPERTIES_BYTES',
+    envBytes('512KiB'),
+    'largest person or group properties kept, in bytes of JSON: an update that would make them larger is not stored (ingestion warning person_properties_too_large or group_properties_too_large); the event is processed all the same',
+  ),
   personCacheSize: setting('WORKER_PERSON_CACHE_SIZE', envInt(200_000, 0), 'persons kept in memory (validated against Postgres every batch)'),
   dbPoolSize: setting('WORKER_DB_POOL_SIZE', envInt(20, 2), 'PostgreSQL connections of this worker for batches (two more write groups)'),
 };

@@ -109,6 +109,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           maxBytes: config.batchMaxBytes,
           fetchMaxBytes: config.fetchMaxBytes,
           publishPartBytes: config.publishPartBytes,
+          maxPropertiesBytes: config.maxPropertiesBytes,
         },
         personCacheSize: config.personCacheSize,
         dedupWindow: config.dedupWindow,

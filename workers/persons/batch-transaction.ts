@@ -26,7 +26,7 @@ import {
 import type { Batch } from './batch-planner.js';
 import { recordEvents, recordNewEvents } from './dedup.js';
 import type { PartitionContext } from './partition-context.js';
-import { loadPersons, lockPersons, upsertGroups, writeBatch, type LoadedPersons } from './person-store.js';
+import { insertWarnings, loadPersons, lockPersons, upsertGroups, writeBatch, type LoadedPersons } from './person-store.js';
 import { PersonWorkspace, type PersonWrites } from './person-workspace.js';
 import { distinctIdsToLoad, groupTypesOf, processEvents, type IngestionWarning, type ProcessResult } from './process-events.js';
 
@@ -114,13 +114,15 @@ async function run(ctx: PartitionContext, partition: PartitionState, batch: Batc
     const parts = outputs(ctx, partition, sources, parsed, events, computed.result);
     if (trial) {
       // What the group writer would do, inside this transaction: a group the data cannot be written for fails here too.
-      await upsertGroups(client, computed.result.groups);
+      await upsertGroups(client, computed.result.groups, ctx.limits.maxPropertiesBytes);
       await client.query('ROLLBACK');
       return undefined;
     }
-    const publishedAt = await publish(ctx, parts, computed.result);
+    const { publishedAt, refusedGroups } = await publish(ctx, parts, computed.result);
     phases.end('publish');
     await ctx.faults?.afterPublish?.({ stream: partition.streamName, shard: partition.shard, first: sources[0]!.seq, last: batch.end });
+    const groupWarnings = refusedGroupWarnings(refusedGroups, ctx.limits.maxPropertiesBytes);
+    await insertWarnings(client, groupWarnings);
     await commit(client, partition);
     phases.end('commit');
 
@@ -130,7 +132,7 @@ async function run(ctx: PartitionContext, partition: PartitionState, batch: Batc
       parsed,
       counts: { parsed: parsedEvents, droppedByHooks: live.length - hookedEvents, duplicates, failed: failed.length },
       computed,
-      warnings,
+      warnings: [...warnings, ...groupWarnings],
       loaded,
       publishedAt,
       phases,
@@ -240,7 +242,7 @@ interface Computed {
 /** Every event's effect, in stream order, on the batch's workspace: nothing touches Postgres. */
 function compute(ctx: PartitionContext, events: readonly BatchEvent[], loaded: LoadedPersons): Computed {
   const workspace = new PersonWorkspace(loaded.lookups, loaded.persons);
-  const result = processEvents(events, workspace, (p, t) => ctx.groupTypes.indexOf(p, t));
+  const result = processEvents(events, workspace, (p, t) => ctx.groupTypes.indexOf(p, t), { maxPropertiesBytes: ctx.limits.maxPropertiesBytes });
   return { result, writes: workspace.writes() };
 }
 
@@ -303,10 +305,10 @@ function outputs(
 /**
  * Publishes the parts to PROCESSED. Groups are written (outside the transaction, see
  * group-writer.ts) at the same time; both are done before COMMIT, so a replay repeats them.
- * Returns when it was acknowledged.
+ * Returns when it was acknowledged, and the groups whose update the size cap refused.
  */
-async function publish(ctx: PartitionContext, parts: readonly OutputPart[], result: ProcessResult): Promise<number> {
-  const [acks] = await Promise.all([
+async function publish(ctx: PartitionContext, parts: readonly OutputPart[], result: ProcessResult): Promise<{ publishedAt: number; refusedGroups: ProcessResult['groups'] }> {
+  const [acks, refusedGroups] = await Promise.all([
     Promise.all(
       parts.map((p) => {
         const h = headers();
@@ -319,7 +321,15 @@ async function publish(ctx: PartitionContext, parts: readonly OutputPart[], resu
   const publishedAt = Date.now();
   const duplicated = acks.filter((a) => a.duplicate).length;
   if (duplicated > 0) ctx.metrics.publishDuplicates.inc(duplicated);
-  return publishedAt;
+  return { publishedAt, refusedGroups };
+}
+
+function refusedGroupWarnings(groups: ProcessResult['groups'], maxBytes: number): IngestionWarning[] {
+  return groups.map((g) => ({
+    projectId: g.projectId,
+    type: 'group_properties_too_large',
+    details: { groupTypeIndex: g.groupTypeIndex, groupKey: g.groupKey, maxBytes },
+  }));
 }
 
 async function commit(client: pg.ClientBase, partition: PartitionState): Promise<void> {

@@ -12,7 +12,8 @@ import { upsertGroups } from './person-store.js';
 
 interface Waiter {
   groups: readonly GroupUpsert[];
-  resolve: () => void;
+  /** Resolves with this batch's groups whose update the size cap refused. */
+  resolve: (refused: GroupUpsert[]) => void;
   reject: (err: unknown) => void;
 }
 
@@ -20,11 +21,16 @@ export class GroupWriter {
   private waiters: Waiter[] = [];
   private flushing: Promise<void> | undefined;
 
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    /** Largest group properties stored (WORKER_MAX_PROPERTIES_BYTES). */
+    private readonly maxBytes: number,
+  ) {}
 
-  write(groups: readonly GroupUpsert[]): Promise<void> {
-    if (groups.length === 0) return Promise.resolve();
-    const done = new Promise<void>((resolve, reject) => this.waiters.push({ groups, resolve, reject }));
+  /** Writes `groups`; resolves with those the size cap refused. */
+  write(groups: readonly GroupUpsert[]): Promise<GroupUpsert[]> {
+    if (groups.length === 0) return Promise.resolve([]);
+    const done = new Promise<GroupUpsert[]>((resolve, reject) => this.waiters.push({ groups, resolve, reject }));
     this.flushing ??= this.flush();
     return done;
   }
@@ -35,15 +41,15 @@ export class GroupWriter {
         const waiters = this.waiters;
         this.waiters = [];
         try {
-          await upsertGroups(this.pool, merged(waiters));
-          for (const w of waiters) w.resolve();
+          const refused = keysOf(await upsertGroups(this.pool, merged(waiters), this.maxBytes));
+          for (const w of waiters) w.resolve(w.groups.filter((g) => refused.has(keyOf(g))));
         } catch (err) {
           if (waiters.length === 1 || isTransientDbError(err)) {
             for (const w of waiters) w.reject(err);
             continue;
           }
           for (const w of waiters) {
-            await upsertGroups(this.pool, sorted(w.groups)).then(() => w.resolve(), w.reject);
+            await upsertGroups(this.pool, sorted(w.groups), this.maxBytes).then(w.resolve, w.reject);
           }
         }
       }
@@ -55,6 +61,10 @@ export class GroupWriter {
 
 function keyOf(g: GroupUpsert): string {
   return `${g.projectId}:${g.groupTypeIndex}:${g.groupKey}`;
+}
+
+function keysOf(groups: readonly GroupUpsert[]): Set<string> {
+  return new Set(groups.map(keyOf));
 }
 
 /** Every waiter's groups in arrival order, one row per group: later properties over earlier ones, the earliest created_at. */

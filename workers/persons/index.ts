@@ -96,7 +96,7 @@ export async function startPersons(options: PersonsOptions, deps: PersonsDeps): 
     pool,
     cache: new PersonCache(options.personCacheSize),
     groupTypes: new GroupTypeRegistry(),
-    groupWriter: new GroupWriter(groupPool),
+    groupWriter: new GroupWriter(groupPool, options.limits.maxPropertiesBytes),
     dedup,
     metrics,
     logger,

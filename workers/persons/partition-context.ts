@@ -15,6 +15,8 @@ export interface BatchLimits {
   maxBytes: number;
   fetchMaxBytes: number;
   publishPartBytes: number;
+  /** Largest person or group properties stored, in bytes of JSON (WORKER_MAX_PROPERTIES_BYTES). */
+  maxPropertiesBytes: number;
 }
 
 /** Test hooks: let a test crash a worker at the worst moment. */

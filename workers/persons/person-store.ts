@@ -247,19 +247,32 @@ export async function writeBatch(
   }
 }
 
+/** Warnings found after the batch's writes (groups refused by the size cap), in the batch's transaction. */
+export async function insertWarnings(client: pg.ClientBase, warnings: readonly IngestionWarning[]): Promise<void> {
+  if (warnings.length === 0) return;
+  await client.query(
+    `INSERT INTO ingestion_warnings (project_id, type, details)
+     SELECT project_id, type, details FROM json_to_recordset($1::json) AS x(project_id int, type text, details jsonb)`,
+    [JSON.stringify(warnings.map((x) => ({ project_id: x.projectId, type: x.type, details: cleanStrings(x.details) })))],
+  );
+}
+
 /**
  * Groups: a shallow merge in SQL (no read needed); created_at is kept. Rows come sorted, so
- * concurrent writers lock them in one order.
+ * concurrent writers lock them in one order. A merge that would make a group's properties larger
+ * than `maxBytes` (as JSON text) is not made: those groups are returned.
  */
-export async function upsertGroups(client: pg.ClientBase | pg.Pool, groups: readonly GroupUpsert[]): Promise<void> {
-  if (groups.length === 0) return;
-  await client.query(
+export async function upsertGroups(client: pg.ClientBase | pg.Pool, groups: readonly GroupUpsert[], maxBytes: number): Promise<GroupUpsert[]> {
+  if (groups.length === 0) return [];
+  const { rows } = await client.query<{ project_id: number; group_type_index: number; group_key: string }>(
     `INSERT INTO groups (project_id, group_type_index, group_key, group_properties, created_at)
      SELECT project_id, group_type_index, group_key, group_properties, created_at
        FROM json_to_recordset($1::json)
          AS x(project_id int, group_type_index int2, group_key text, group_properties jsonb, created_at timestamptz)
      ON CONFLICT (project_id, group_type_index, group_key) DO UPDATE
-       SET group_properties = groups.group_properties || excluded.group_properties, updated_at = now(), version = groups.version + 1`,
+       SET group_properties = groups.group_properties || excluded.group_properties, updated_at = now(), version = groups.version + 1
+       WHERE octet_length((groups.group_properties || excluded.group_properties)::text) <= $2
+     RETURNING project_id, group_type_index, group_key`,
     [
       JSON.stringify(
         groups.map((g) => ({
@@ -270,6 +283,10 @@ export async function upsertGroups(client: pg.ClientBase | pg.Pool, groups: read
           created_at: g.createdAt,
         })),
       ),
+      maxBytes,
     ],
   );
+  if (rows.length === groups.length) return [];
+  const written = new Set(rows.map((r) => `${r.project_id}:${r.group_type_index}:${r.group_key}`));
+  return groups.filter((g) => !written.has(`${g.projectId}:${g.groupTypeIndex}:${g.groupKey}`));
 }

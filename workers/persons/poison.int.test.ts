@@ -227,4 +227,52 @@ describe('poison events', () => {
       await nc.close();
     }
   });
+
+  it('properties size cap - a person or group update past WORKER_MAX_PROPERTIES_BYTES is refused with a warning and not stored; its event is processed and the shard goes on', async () => {
+    await withWorker({ WORKER_MAX_PROPERTIES_BYTES: '2KiB' }, async ({ worker, nc, js, db }) => {
+      const [user, other] = idsOnOneShard('capped', 2);
+      const x = (n: number) => 'x'.repeat(n);
+      const first = [
+        capture(24, 'set', user!, { $set: { a: x(500) } }),
+        capture(24, 'too big', user!, { $set: { b: x(3_000) } }),
+        capture(24, 'set', user!, { $set: { c: x(500) } }),
+        capture(24, '$groupidentify', user!, { $group_type: 'company', $group_key: 'big', $group_set: { name: x(3_000) } }),
+        capture(24, '$groupidentify', user!, { $group_type: 'company', $group_key: 'grows', $group_set: { a: x(1_200) } }),
+      ];
+      await publishEvents(js, first, { perMessage: first.length });
+      const { lines } = await waitForUuids(nc, first, 10_000);
+      expectOnce(lines, first);
+      await waitForCommitted(db, first);
+      // A later batch: the person's size comes from what is stored; the group's merge is checked where it is made.
+      const second = [
+        capture(24, 'too big later', user!, { $set: { d: x(1_200) } }),
+        capture(24, '$groupidentify', user!, { $group_type: 'company', $group_key: 'grows', $group_set: { b: x(1_200) } }),
+        capture(24, 'after', other!),
+      ];
+      await publishEvents(js, second, { perMessage: second.length });
+      await waitForUuids(nc, second, 10_000);
+      await waitForCommitted(db, second);
+
+      const { rows: persons } = await db.query(
+        `SELECT p.properties FROM person_distinct_ids d JOIN persons p ON p.uuid = d.person_uuid WHERE d.project_id = 24 AND d.distinct_id = $1`,
+        [user],
+      );
+      expect(persons[0].properties).toEqual({ a: x(500), c: x(500) });
+      const { rows: groups } = await db.query('SELECT group_key, group_properties FROM groups WHERE project_id = 24 ORDER BY group_key');
+      expect(groups).toEqual([
+        { group_key: 'big', group_properties: {} },
+        { group_key: 'grows', group_properties: { a: x(1_200) } },
+      ]);
+      const personWarnings = await warnings(db, 24, 'person_properties_too_large');
+      expect(personWarnings.map((w) => [w.eventUuid, w.maxBytes])).toEqual([
+        [first[1]!.uuid, 2048],
+        [second[0]!.uuid, 2048],
+      ]);
+      for (const w of personWarnings) expect(w.bytes).toBeGreaterThan(2048);
+      const groupWarnings = await warnings(db, 24, 'group_properties_too_large');
+      expect(groupWarnings.map((w) => w.groupKey)).toEqual(['big', 'grows']);
+      expect(await metric(worker, 'spate_worker_ingestion_warnings_total', 'type="person_properties_too_large"')).toBe(2);
+      expect(await metric(worker, 'spate_worker_events_processed_total', 'kind="failed"')).toBe(0);
+    });
+  });
 });

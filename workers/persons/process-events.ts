@@ -16,6 +16,7 @@ import {
   requiredPropertyOf,
 } from './event-rules.js';
 import type { PersonWorkspace } from './person-workspace.js';
+import { PropertiesBudget } from './properties-size.js';
 import type { WarningType } from './warnings.js';
 
 export interface SourceEvent {
@@ -87,12 +88,22 @@ export function groupTypesOf(source: SourceEvent): string[] {
   return types;
 }
 
+export interface ProcessOptions {
+  /** Largest person or group properties kept, in bytes of JSON (WORKER_MAX_PROPERTIES_BYTES). */
+  maxPropertiesBytes: number;
+}
+
+const DEFAULT_OPTIONS: ProcessOptions = { maxPropertiesBytes: 512 * 1024 };
+
 export function processEvents(
   events: readonly SourceEvent[],
   workspace: PersonWorkspace,
   groupTypeIndex: GroupTypeLookup,
+  options: ProcessOptions = DEFAULT_OPTIONS,
 ): ProcessResult {
   const result: ProcessResult = { outputs: [], untouched: [], warnings: [], groups: [], kinds: new Map() };
+  const personBudget = new PropertiesBudget(options.maxPropertiesBytes);
+  const groupBudget = new PropertiesBudget(options.maxPropertiesBytes);
   const groups = new Map<string, GroupUpsert>();
   const count = (kind: EventKind) => result.kinds.set(kind, (result.kinds.get(kind) ?? 0) + 1);
 
@@ -154,8 +165,13 @@ export function processEvents(
       delete props.$unset;
       upsertGroup(props, projectId, e, warn);
     } else if (!NO_PERSON_UPDATE_EVENTS.has(e.event)) {
-      const next = applyPersonUpdate(person.properties, personUpdateOf(props));
-      if (next) workspace.setProperties(person, next);
+      const update = personUpdateOf(props);
+      const next = applyPersonUpdate(person.properties, update);
+      if (next) {
+        const size = personBudget.admits(person.uuid, person.properties, next, [update.set, update.setOnce]);
+        if (size.ok) workspace.setProperties(person, next);
+        else warn('person_properties_too_large', { personUuid: person.uuid, bytes: size.bytes, maxBytes: personBudget.maxBytes });
+      }
     }
     if (kind === 'identify') workspace.markIdentified(person);
 
@@ -197,6 +213,7 @@ export function processEvents(
           return;
         }
         workspace.merge(source, target);
+        personBudget.forget(target.uuid);
       }
     }
   }
@@ -219,7 +236,12 @@ export function processEvents(
     const id = `${projectId}:${index}:${key}`;
     let upsert = groups.get(id);
     if (!upsert) groups.set(id, (upsert = { projectId, groupTypeIndex: index, groupKey: key, properties: {}, createdAt: e.timestamp }));
-    if (isPlainObject(props.$group_set)) Object.assign(upsert.properties, props.$group_set);
+    if (!isPlainObject(props.$group_set)) return;
+    // The batch's update of the group is capped here; what the row holds already, where it is merged (person-store.ts).
+    const next = { ...upsert.properties, ...props.$group_set };
+    const size = groupBudget.admits(id, upsert.properties, next, [props.$group_set]);
+    if (size.ok) upsert.properties = next;
+    else warn('group_properties_too_large', { groupType: type, groupKey: key, bytes: size.bytes, maxBytes: groupBudget.maxBytes });
   }
 
   // Sorted so that concurrent batches lock group rows in the same order.

@@ -14,6 +14,8 @@ export const WARNING_TYPES = [
   'group_type_limit_reached',
   'invalid_event',
   'event_processing_failed',
+  'person_properties_too_large',
+  'group_properties_too_large',
 ] as const;
 
 export type WarningType = (typeof WARNING_TYPES)[number];
