@@ -48,6 +48,24 @@ export default tseslint.config(
     ignores: ['**/*.test.ts'],
     rules: { 'no-restricted-imports': ['error', { patterns: deployablePatterns(self) }] },
   })),
+  {
+    // What a parse thread runs is pure: bytes in, packed events out. No sockets, no broker, no
+    // pool (ARCHITECTURE.md, invariant 5), and none of the ingest folders that hold them.
+    files: ['ingest/parse/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            ...deployablePatterns('ingest'),
+            { group: ['uWebSockets.js', '@nats-io/*', 'nats', 'piscina'], message: 'ingest/parse/ is pure: no uWS, NATS or piscina.' },
+            { group: ['**/http/**', '**/pool/**', '**/publish/**', '**/ingest-node.js', '**/token-registry.js'], message: 'ingest/parse/ imports only its own files, ../errors.js, ../message-size.js and lib/.' },
+          ],
+        },
+      ],
+    },
+  },
   // Inside workers/ (docs/workers.md): the start-up wiring reaches each folder through its entry; a role
   // imports the coordination through its entry and never another role or the wiring; the
   // coordination imports no role.

@@ -11,7 +11,7 @@ import { performance } from 'node:perf_hooks';
 import { Kvm } from '@nats-io/kv';
 import { NatsNode } from '../deploy/local/nats-server.js';
 import { freePort } from '../deploy/local/ports.js';
-import { ParsePool } from '../ingest/parse-pool.js';
+import { ParsePool } from '../ingest/pool/index.js';
 import { createIngestMetrics } from '../ingest/metrics.js';
 import { TokenRegistry } from '../ingest/token-registry.js';
 import { connectNats, createLogger, PROJECTS_BUCKET } from '../lib/index.js';

@@ -244,7 +244,7 @@ describe('capture', () => {
 
   it('capture - this uWS build closes a connection whose head passes 4 KiB across several reads (docs/capture-api.md, Long GET URLs)', async () => {
     // The uWS build we load (20.30) assembles a head that arrives in pieces in a fixed 4 KiB
-    // buffer and predates UWS_HTTP_MAX_HEADERS_SIZE; ingest/uws.ts sets that variable for builds
+    // buffer and predates UWS_HTTP_MAX_HEADERS_SIZE; ingest/http/uws.ts sets that variable for builds
     // that read it. When this starts answering 200, update "Long GET URLs" in docs/capture-api.md.
     const data = Buffer.from(JSON.stringify({ api_key: KEY, ...event('split-get', 'e', { properties: { pad: 'x'.repeat(4000) } }) })).toString('base64');
     const head = `GET /e/?data=${encodeURIComponent(data)} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`;

@@ -12,16 +12,13 @@ import {
   watchNatsConnection,
   type Logger,
 } from '../lib/index.js';
-import { CAPTURE_ROUTES, handleCapture, hotMetrics, InflightBudget, type CaptureDeps } from './capture-route.js';
 import type { IngestConfig } from './config.js';
-import { CaptureError, captureErrorResponse } from './errors.js';
-import { respond, type ResponseState } from './http.js';
+import { hotMetrics, InflightBudget, listenHttp, type CaptureDeps } from './http/index.js';
+import { messageSizeLimit } from './message-size.js';
 import { createIngestMetrics, type IngestMetrics } from './metrics.js';
-import { ParsePool } from './parse-pool.js';
-import { EventPublisher } from './publisher.js';
-import { SpikeLimiter } from './spike-limiter.js';
+import { ParsePool } from './pool/index.js';
+import { EventPublisher, SpikeLimiter } from './publish/index.js';
 import { TokenRegistry } from './token-registry.js';
-import { uws, type us_listen_socket } from './uws.js';
 
 export interface IngestNode {
   url: string;
@@ -35,9 +32,6 @@ export interface IngestNode {
 export interface IngestDeps {
   log?: Logger;
 }
-
-/** Room for headers (Nats-Msg-Id, Spate-Events) inside the server's max_payload. */
-const HEADER_ALLOWANCE = 1024;
 
 export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): Promise<IngestNode> {
   const log = deps.log ?? createLogger('ingest');
@@ -58,7 +52,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   const registry = new TokenRegistry(nc, config.streamReplicas, log);
   await registry.start();
 
-  const maxMessageBytes = Math.min(config.maxMessageBytes, (nc.info?.max_payload ?? 1024 * 1024) - HEADER_ALLOWANCE);
+  const maxMessageBytes = messageSizeLimit(config.maxMessageBytes, nc.info?.max_payload);
   const pool = new ParsePool(
     {
       threads: config.parseThreads,
@@ -105,7 +99,6 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   const inflight: CaptureDeps['inflight'] = { count: 0 };
   const captureDeps: CaptureDeps = {
     config,
-    maxMessageBytes,
     pool,
     publisher,
     limiter,
@@ -117,36 +110,12 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     inflight,
   };
 
-  const app = uws.App();
-  app.any('/*', (res, req) => {
-    const url = req.getUrl();
-    const path = url.length > 1 && url.endsWith('/') ? url.slice(0, -1) : url;
-    const route = CAPTURE_ROUTES.get(path);
-    if (route) return handleCapture(captureDeps, route, res, req);
-    const state: ResponseState = { aborted: false, origin: '' };
-    const method = req.getMethod();
-    switch (path) {
-      case '/_health':
-        return respond(res, state, { status: 200, body: '{"status":"ok"}' });
-      case '/_ready': {
-        const checks = { nats: natsConnected, streams: streamsOk, registry: registry.ready, stopping };
-        return respond(res, state, { status: isReady() ? 200 : 503, body: JSON.stringify({ ready: isReady(), checks }) });
-      }
-      case '/metrics':
-        if (method !== 'get') break;
-        res.onAborted(() => (state.aborted = true));
-        metrics.poolQueueDepth.set(pool.queueDepth);
-        void metrics.registry.metrics().then((text) => respond(res, state, { status: 200, body: text, contentType: metrics.registry.contentType }));
-        return;
-    }
-    const answer = captureErrorResponse(new CaptureError('not_found'));
-    respond(res, state, { status: answer.status, body: JSON.stringify(answer.body) });
+  const server = await listenHttp(config.host, config.port, {
+    capture: captureDeps,
+    readiness: () => ({ ready: isReady(), checks: { nats: natsConnected, streams: streamsOk, registry: registry.ready, stopping } }),
+    beforeScrape: () => metrics.poolQueueDepth.set(pool.queueDepth),
   });
-
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen(config.host, config.port, (socket) => (socket ? resolve(socket) : reject(new Error(`cannot listen on ${config.host}:${config.port}`))));
-  });
-  const port = uws.us_socket_local_port(listenSocket);
+  const port = server.port;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;
   log.info({ url, shards: config.shardCount, threads: config.parseThreads, maxMessageBytes }, 'ingest node listening');
 
@@ -154,7 +123,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   const stop = () =>
     (stopped ??= (async () => {
       stopping = true;
-      uws.us_listen_socket_close(listenSocket);
+      server.close();
       await waitForIdle(inflight, config.drainTimeout);
       await publisher.idle();
       clearInterval(streamCheck);

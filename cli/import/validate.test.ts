@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { normalizeEvent } from '../../ingest/normalize-event.js';
+import { normalizeEvent } from '../../ingest/parse/index.js';
 import { captureDistinctId, MAX_EVENT_BYTES, validateRecord } from './validate.js';
 
 const check = (value: unknown) => {

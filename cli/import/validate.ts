@@ -2,7 +2,7 @@
 // without a name or distinct_id (spec, Errors 2–4), and turns a bad timestamp into "now" and a
 // bad uuid into a random one: fine for SDKs, data loss or duplicates in a migration. So the
 // importer refuses such records itself and reports them by line. The distinct_id rules are
-// capture's own (ingest/normalize-event.ts; a test checks they agree), because lanes — and so
+// capture's own (ingest/parse/normalize-event.ts; a test checks they agree), because lanes — and so
 // per-distinct_id order — key on the id as capture will store it.
 import { isUuid } from '../../lib/index.js';
 

@@ -3,7 +3,7 @@
 // lz-string (lz64). Pure: bytes in, JSON text out, or a CaptureError.
 import { gunzipSync } from 'node:zlib';
 import LZString from 'lz-string';
-import { CaptureError } from './errors.js';
+import { CaptureError } from '../errors.js';
 import { lzStringBase64Size } from './lz-string-size.js';
 
 export interface DecodeInput {

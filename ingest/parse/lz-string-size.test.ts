@@ -1,6 +1,6 @@
 import LZString from 'lz-string';
 import { describe, expect, it } from 'vitest';
-import { lzBombLength, lzStringBomb } from '../test/lz-string-bomb.js';
+import { lzBombLength, lzStringBomb } from '../../test/lz-string-bomb.js';
 import { lzStringBase64Size } from './lz-string-size.js';
 
 const samples = [

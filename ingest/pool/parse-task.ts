@@ -1,6 +1,7 @@
 // The message shapes shared by the event loop and the parse threads (nothing else is shared).
-import type { CaptureErrorCode } from './errors.js';
-import type { ParsedRequest, ParseLimits, RequestMeta } from './parse-request.js';
+import type { CaptureErrorCode } from '../errors.js';
+import type { ParseLimits, RequestMeta } from '../parse/index.js';
+import type { ParsedWire } from './parsed-wire.js';
 
 export interface ParseTask {
   body: ArrayBuffer;
@@ -12,7 +13,7 @@ export interface ParseTask {
 }
 
 export type ParseTaskResult =
-  | { ok: true; parsed: ParsedRequest }
+  | { ok: true; parsed: ParsedWire }
   | { ok: false; code: CaptureErrorCode; detail: string; attr: string | null; headers: Readonly<Record<string, string>> };
 
 /** What each parse thread is started with. */

@@ -1,9 +1,9 @@
 import { gzipSync } from 'node:zlib';
 import LZString from 'lz-string';
 import { describe, expect, it, vi } from 'vitest';
-import { lzBombLength, lzStringBomb } from '../test/lz-string-bomb.js';
+import { lzBombLength, lzStringBomb } from '../../test/lz-string-bomb.js';
 import { decodePayload as decodeRaw, isPlainJsonRequest, looksLikeBase64, looksLikeForm, payloadText, type DecodeInput } from './decode.js';
-import { CaptureError } from './errors.js';
+import { CaptureError } from '../errors.js';
 
 const json = '{"api_key":"phc_k","event":"e","distinct_id":"d","properties":{"$current_url":"https://x.io/?a=b+c"}}';
 const b64 = Buffer.from(json).toString('base64');

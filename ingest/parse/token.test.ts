@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CaptureError } from './errors.js';
+import { CaptureError } from '../errors.js';
 import { resolveToken } from './token.js';
 
 function failure(fn: () => unknown): string {

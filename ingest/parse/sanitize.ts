@@ -1,5 +1,5 @@
 // Capture writes every event's line without NUL characters and lone surrogates (lib/sanitize.ts).
-import { cleanStrings, hasHostileText } from '../lib/index.js';
+import { cleanStrings, hasHostileText } from '../../lib/index.js';
 
 /** The event's NDJSON line, with hostile strings replaced (rare: only then is anything copied). */
 export function eventLine(event: object): string {

@@ -2,9 +2,9 @@
 // broadcasts full snapshots on a BroadcastChannel; each thread keeps the latest, and a task
 // waits until its copy is at least as new as the registry the request was admitted under.
 import { BroadcastChannel } from 'node:worker_threads';
-import type { ProjectRecord } from '../lib/index.js';
-import { CaptureError } from './errors.js';
-import type { RegistrySnapshot } from './token-registry.js';
+import type { ProjectRecord } from '../../lib/index.js';
+import { CaptureError } from '../errors.js';
+import type { RegistrySnapshot } from '../token-registry.js';
 
 export type ReplicaMessage = { type: 'hello' } | { type: 'snapshot'; snapshot: RegistrySnapshot };
 

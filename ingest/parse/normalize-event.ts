@@ -1,7 +1,7 @@
 // One raw SDK event → one captured event line, or the reason it is dropped. Rules follow
 // reference/posthog-capture.md §4; the spec decides drops (no name / no or empty distinct_id:
 // not ingested, request still 200).
-import { isUuid, uuidv7, type CapturedEvent, type Properties } from '../lib/index.js';
+import { isUuid, uuidv7, type CapturedEvent, type Properties } from '../../lib/index.js';
 
 export const DROP_REASONS = ['missing_event_name', 'missing_distinct_id', 'empty_distinct_id', 'performance_event'] as const;
 export type DropReason = (typeof DROP_REASONS)[number];

@@ -1,7 +1,7 @@
 // The three request shapes — an array of events, `{api_key|token, batch, historical_migration?,
 // sent_at?}`, or one event — read so that a large batch is parsed event by event (see
 // envelope-scanner.ts) and everything else with one JSON.parse.
-import { CaptureError } from './errors.js';
+import { CaptureError } from '../errors.js';
 import { parseScannedEvent, scanPayload } from './envelope-scanner.js';
 
 export type RawEvent = Record<string, unknown>;

@@ -15,23 +15,31 @@
 // request either: lines are measured without their request-dependent fields (sent_at, ip; now
 // and timestamp have a fixed length), plus VARYING_ALLOWANCE each.
 import { createHash } from 'node:crypto';
-import { shardOf } from '../lib/index.js';
-import { CaptureError } from './errors.js';
-
-export const SEGMENT_FIELDS = 4;
+import { shardOf } from '../../lib/index.js';
+import { CaptureError } from '../errors.js';
+import { fitsInMessage } from '../message-size.js';
 
 /** Most bytes a line's request-dependent fields take: `,"sent_at":"<24>"` and `,"ip":"<≤45>"`. */
 export const VARYING_ALLOWANCE = 128;
 
+/** Lines of one shard (and, for realtime events, one distinct_id) that fit in one message. */
+export interface Segment {
+  shard: number;
+  /** Lines (events) in it. */
+  count: number;
+  /** Its lines are `data[start, end)`. */
+  start: number;
+  end: number;
+  /** The distinct_id its lines share (realtime only: spike detection acts per id). */
+  distinctId: string | undefined;
+  /** Its own Nats-Msg-Id (only with a message id salt: historical requests). */
+  messageId: string | undefined;
+}
+
 export interface PackedLines {
   /** Every line, segment after segment. */
   data: Uint8Array;
-  /** Per segment: [shard, line count, start byte, end byte]. */
-  segments: Int32Array;
-  /** Per segment, the distinct_id its lines share (realtime only; spike detection uses it). */
-  segmentDistinctIds: string[] | null;
-  /** Per segment, its Nats-Msg-Id (only with a message id salt). */
-  segmentMessageIds: string[] | null;
+  segments: Segment[];
 }
 
 interface Group {
@@ -82,7 +90,7 @@ export class LinePacker {
       this.buffer = bigger;
     }
     const bytes = this.buffer.write(line, this.offset);
-    if (bytes > this.maxMessageBytes) {
+    if (!fitsInMessage(bytes, this.maxMessageBytes)) {
       throw new CaptureError('event_too_large', `an event is ${bytes} bytes; the largest accepted is ${this.maxMessageBytes}`);
     }
     const shard = shardOf(distinctId, this.shardCount);
@@ -112,9 +120,7 @@ export class LinePacker {
     // in shard order) stay where they are; otherwise they are copied into place.
     const inPlace = ordered.every((g, i) => g === this.order[i] && g.lines.every((line, k) => k === 0 || line === g.lines[k - 1]! + 1));
     const data = inPlace ? this.buffer : this.allocate(this.offset);
-    const segments: number[] = [];
-    const ids: string[] | null = this.perDistinctId ? [] : null;
-    const messageIds: string[] | null = this.messageIdSalt === undefined ? null : [];
+    const segments: Segment[] = [];
     const stableSplits = this.messageIdSalt !== undefined;
     let out = 0;
     for (const group of ordered) {
@@ -124,9 +130,14 @@ export class LinePacker {
       /** Bytes of the open segment without request-dependent fields, each line counted at the allowance instead. */
       let stable = 0;
       const close = (upTo: number) => {
-        segments.push(group.shard, count, start, out);
-        ids?.push(group.distinctId);
-        messageIds?.push(this.messageId(group.shard, group.lines.slice(first, upTo)));
+        segments.push({
+          shard: group.shard,
+          count,
+          start,
+          end: out,
+          distinctId: this.perDistinctId ? group.distinctId : undefined,
+          messageId: stableSplits ? this.messageId(group.shard, group.lines.slice(first, upTo)) : undefined,
+        });
       };
       for (let k = 0; k < group.lines.length; k++) {
         const line = group.lines[k]!;
@@ -135,7 +146,8 @@ export class LinePacker {
         const lineStable = stableSplits ? bytes - this.varyingBytes + VARYING_ALLOWANCE : 0;
         // With stable splits the real size is checked too: only a line with unusually long varying
         // fields could trip it (its segment then depends on the request: workers still drop repeats).
-        if (count > 0 && (out + bytes - start > this.maxMessageBytes || (stableSplits && stable + lineStable > this.maxMessageBytes))) {
+        const fits = fitsInMessage(out + bytes - start, this.maxMessageBytes) && (!stableSplits || fitsInMessage(stable + lineStable, this.maxMessageBytes));
+        if (count > 0 && !fits) {
           close(k);
           start = out;
           first = k;
@@ -149,7 +161,7 @@ export class LinePacker {
       }
       close(group.lines.length);
     }
-    return { data: data.subarray(0, out), segments: Int32Array.from(segments), segmentDistinctIds: ids, segmentMessageIds: messageIds };
+    return { data: data.subarray(0, out), segments };
   }
 
   private messageId(shard: number, lines: readonly number[]): string {

@@ -3,8 +3,8 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { CaptureError } from './errors.js';
-import { createIngestMetrics } from './metrics.js';
+import { CaptureError } from '../errors.js';
+import { createIngestMetrics } from '../metrics.js';
 import { EventPublisher } from './publisher.js';
 
 interface Sent {

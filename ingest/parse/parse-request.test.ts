@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { parseNdjson, shardOf, type CapturedEvent } from '../lib/index.js';
-import { CaptureError } from './errors.js';
-import { parseCaptureRequest, SEGMENT_FIELDS, type ParsedRequest, type ParseLimits, type RequestMeta } from './parse-request.js';
+import { parseNdjson, shardOf, type CapturedEvent } from '../../lib/index.js';
+import { CaptureError } from '../errors.js';
+import { parseCaptureRequest, type ParsedRequest, type ParseLimits, type RequestMeta } from './parse-request.js';
 
 const meta = (extra: Partial<RequestMeta> = {}): RequestMeta => ({
   route: 'batch',
@@ -21,12 +21,16 @@ function parse(body: unknown, m: Partial<RequestMeta> = {}, l: ParseLimits = lim
 
 function segmentsOf(p: ParsedRequest) {
   const out: { shard: number; count: number; events: CapturedEvent[]; distinctId?: string }[] = [];
-  for (let i = 0; i < p.segments.length / SEGMENT_FIELDS; i++) {
-    const [shard, count, start, end] = p.segments.subarray(i * SEGMENT_FIELDS, (i + 1) * SEGMENT_FIELDS);
-    out.push({ shard: shard!, count: count!, events: parseNdjson(p.data.subarray(start, end)), distinctId: p.segmentDistinctIds?.[i] });
+  for (const { shard, count, start, end, distinctId } of p.segments) {
+    out.push({ shard, count, events: parseNdjson(p.data.subarray(start, end)), distinctId });
   }
   return out;
 }
+
+/** Each segment's distinct_id, or null when segments carry none (historical). */
+const distinctIdsOf = (p: ParsedRequest) => (p.segments.some((s) => s.distinctId === undefined) ? null : p.segments.map((s) => s.distinctId!));
+/** Each segment's message id, or null when segments carry none (realtime). */
+const messageIdsOf = (p: ParsedRequest) => (p.segments.some((s) => s.messageId === undefined) ? null : p.segments.map((s) => s.messageId!));
 
 function codeOf(fn: () => unknown): string | undefined {
   try {
@@ -44,7 +48,7 @@ describe('parse request', () => {
     expect(parse([{ api_key: 'phc_k', event: 'e', distinct_id: 'a' }, { event: 'f', distinct_id: 'b' }]).accepted).toBe(2);
     const batch = parse({ api_key: 'phc_k', batch: [{ event: 'e', distinct_id: 'a' }], historical_migration: true });
     expect(batch).toMatchObject({ accepted: 1, historical: true, projectId: 3, token: 'phc_k' });
-    expect(batch.segmentDistinctIds).toBeNull();
+    expect(distinctIdsOf(batch)).toBeNull();
   });
 
   it('parse - every event carries its shard, and per distinct_id order is the request order', () => {
@@ -73,8 +77,8 @@ describe('parse request', () => {
     const parsed = parse({ api_key: 'phc_k', batch, historical_migration: true }, {}, { ...limits, maxMessageBytes: 16 * 1024 });
     const segments = segmentsOf(parsed);
     expect(segments.length).toBeGreaterThan(10);
-    for (let i = 0; i < parsed.segments.length; i += SEGMENT_FIELDS) {
-      expect(parsed.segments[i + 3]! - parsed.segments[i + 2]!).toBeLessThanOrEqual(16 * 1024);
+    for (const segment of parsed.segments) {
+      expect(segment.end - segment.start).toBeLessThanOrEqual(16 * 1024);
     }
     expect(segments.flatMap((s) => s.events).map((e) => e.properties.i)).toEqual(batch.map((e) => e.properties.i));
   });
@@ -85,19 +89,19 @@ describe('parse request', () => {
     const body = { api_key: 'phc_k', batch, historical_migration: true };
     const small = { ...limits, maxMessageBytes: 8 * 1024 };
     const first = parse(body, {}, small);
-    const ids = first.segmentMessageIds!;
-    expect(ids.length).toBe(first.segments.length / SEGMENT_FIELDS);
+    const ids = messageIdsOf(first)!;
+    expect(ids.length).toBe(first.segments.length);
     expect(ids.length).toBeGreaterThan(9); // split by size within shards too
     expect(new Set(ids).size).toBe(ids.length);
     // Later, with another `now` and sent_at: the same ids.
-    expect(parse({ ...body, sent_at: '2026-11-22T09:59:00Z' }, { nowMs: Date.parse('2026-11-23T00:00:00Z') }, small).segmentMessageIds).toEqual(ids);
+    expect(messageIdsOf(parse({ ...body, sent_at: '2026-11-22T09:59:00Z' }, { nowMs: Date.parse('2026-11-23T00:00:00Z') }, small))).toEqual(ids);
     // Another project, or one event fewer: other ids.
     const otherProject = parseCaptureRequest(Buffer.from(JSON.stringify(body)), meta(), small, () => ({ projectId: 4, organizationId: 'o' }));
-    expect(otherProject.segmentMessageIds!.some((id) => ids.includes(id))).toBe(false);
-    const fewer = parse({ ...body, batch: batch.slice(1) }, {}, small).segmentMessageIds!;
+    expect(messageIdsOf(otherProject)!.some((id) => ids.includes(id))).toBe(false);
+    const fewer = messageIdsOf(parse({ ...body, batch: batch.slice(1) }, {}, small))!;
     expect(fewer.filter((id) => !ids.includes(id)).length).toBeGreaterThan(0);
     // Realtime messages are merged across requests: no ids of their own.
-    expect(parse({ ...body, historical_migration: false }).segmentMessageIds).toBeNull();
+    expect(messageIdsOf(parse({ ...body, historical_migration: false }))).toBeNull();
   });
 
   it('parse - one event larger than a message is event_too_large', () => {

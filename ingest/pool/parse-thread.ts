@@ -1,9 +1,10 @@
 // A piscina thread: decodes and parses one request body. The body arrives as a transferred
 // ArrayBuffer; the result goes back as transferred buffers, never as cloned event objects.
 import { move, transferableSymbol, valueSymbol, workerData } from 'piscina';
-import { CaptureError } from './errors.js';
-import { parseCaptureRequest } from './parse-request.js';
+import { CaptureError } from '../errors.js';
+import { parseCaptureRequest } from '../parse/index.js';
 import type { ParseTask, ParseTaskResult, ParseThreadData } from './parse-task.js';
+import { toWire } from './parsed-wire.js';
 import { RegistryReplica } from './registry-replica.js';
 
 const { registryChannel, retryAfterSeconds } = workerData as ParseThreadData;
@@ -13,11 +14,11 @@ export default async function parseInThread(task: ParseTask): Promise<ParseTaskR
   try {
     await replica.atLeast(task.registryVersion);
     const body = new Uint8Array(task.body, task.byteOffset, task.byteLength);
-    const parsed = parseCaptureRequest(body, task.meta, task.limits, replica.lookup);
+    const parsed = toWire(parseCaptureRequest(body, task.meta, task.limits, replica.lookup));
     const result: ParseTaskResult = { ok: true, parsed };
     return move({
       get [transferableSymbol]() {
-        return [parsed.data.buffer, parsed.segments.buffer];
+        return [parsed.data.buffer, parsed.table.buffer];
       },
       get [valueSymbol]() {
         return result;

@@ -2,7 +2,7 @@
 // event by event must give exactly what JSON.parse gives, or the same refusal.
 import { describe, expect, it } from 'vitest';
 import { scanPayload } from './envelope-scanner.js';
-import { CaptureError } from './errors.js';
+import { CaptureError } from '../errors.js';
 import { readEnvelope } from './read-envelope.js';
 
 function viaEnvelope(text: string): unknown {

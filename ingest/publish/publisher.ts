@@ -8,15 +8,19 @@
 // later one, and when a message finally fails, everything queued behind it on that subject fails
 // too (those requests get 503 and are retried by their clients) rather than overtaking it.
 //
-// An item with its own message id (historical events: line-packer.ts) is sent as one message
+// Items that lie side by side in one buffer (a request's segments for one subject) join as one
+// view of it, so a message made of them is sent without a copy.
+//
+// An item with its own message id (historical events: parse/line-packer.ts) is sent as one message
 // under that id, never merged with others, so sending the same events again is a duplicate
 // JetStream drops.
 import { randomBytes } from 'node:crypto';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
-import { HEADER_EVENT_COUNT, type Logger } from '../lib/index.js';
-import { CaptureError } from './errors.js';
-import type { IngestMetrics } from './metrics.js';
+import { HEADER_EVENT_COUNT, type Logger } from '../../lib/index.js';
+import { CaptureError } from '../errors.js';
+import { fitsInMessage } from '../message-size.js';
+import type { IngestMetrics } from '../metrics.js';
 
 export interface PublishItem {
   subject: string;
@@ -27,6 +31,7 @@ export interface PublishItem {
 }
 
 export interface PublisherOptions {
+  /** From messageSizeLimit (message-size.ts). */
   maxMessageBytes: number;
   maxInflightPerSubject: number;
   ackTimeoutMs: number;
@@ -155,7 +160,7 @@ export class EventPublisher {
       this.dirty.add(queue);
       return;
     }
-    if (batch && batch.bytes + item.data.length > this.options.maxMessageBytes) {
+    if (batch && !fitsInMessage(batch.bytes + item.data.length, this.options.maxMessageBytes)) {
       queue.ready.push(batch);
       batch = undefined;
     }
@@ -163,7 +168,12 @@ export class EventPublisher {
       batch = newBatch();
       queue.open = batch;
     }
-    batch.chunks.push(item.data);
+    const last = batch.chunks[batch.chunks.length - 1];
+    if (last && last.buffer === item.data.buffer && last.byteOffset + last.length === item.data.byteOffset) {
+      batch.chunks[batch.chunks.length - 1] = new Uint8Array(last.buffer, last.byteOffset, last.length + item.data.length);
+    } else {
+      batch.chunks.push(item.data);
+    }
     batch.bytes += item.data.length;
     batch.count += item.count;
     if (!batch.trackers.has(tracker)) {

@@ -4,14 +4,14 @@
 import { randomUUID } from 'node:crypto';
 import { BroadcastChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import { runtimeModule } from '../lib/index.js';
-import { isPlainJsonRequest } from './decode.js';
-import { CaptureError } from './errors.js';
-import type { IngestMetrics } from './metrics.js';
-import { parseCaptureRequest, type ParsedRequest, type ParseLimits, type RequestMeta } from './parse-request.js';
+import { runtimeModule } from '../../lib/index.js';
+import { CaptureError } from '../errors.js';
+import type { IngestMetrics } from '../metrics.js';
+import { isPlainJsonRequest, parseCaptureRequest, type ParsedRequest, type ParseLimits, type RequestMeta } from '../parse/index.js';
+import type { TokenRegistry } from '../token-registry.js';
 import type { ParseTask, ParseTaskResult, ParseThreadData } from './parse-task.js';
+import { fromWire } from './parsed-wire.js';
 import type { ReplicaMessage } from './registry-replica.js';
-import type { TokenRegistry } from './token-registry.js';
 
 export interface ParsePoolOptions {
   threads: number;
@@ -88,7 +88,7 @@ export class ParsePool {
         throw new CaptureError('payload_too_large', 'payload too large to parse within PARSE_THREAD_MAX_HEAP', {}, { cause: err });
       });
       if (!result.ok) throw new CaptureError(result.code, result.detail, { attr: result.attr, headers: { ...result.headers } });
-      return result.parsed;
+      return fromWire(result.parsed);
     } finally {
       this.metrics.poolQueueDepth.set(this.pool.queueSize);
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cleanStrings, hasHostileText } from '../lib/index.js';
+import { cleanStrings, hasHostileText } from '../../lib/index.js';
 import { eventLine } from './sanitize.js';
 
 describe('event lines', () => {

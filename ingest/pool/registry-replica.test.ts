@@ -1,10 +1,10 @@
 import { BroadcastChannel } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { CaptureError, captureErrorResponse } from './errors.js';
-import { createIngestMetrics } from './metrics.js';
+import { CaptureError, captureErrorResponse } from '../errors.js';
+import { createIngestMetrics } from '../metrics.js';
 import { ParsePool } from './parse-pool.js';
 import { RegistryReplica, type ReplicaMessage } from './registry-replica.js';
-import type { TokenRegistry } from './token-registry.js';
+import type { TokenRegistry } from '../token-registry.js';
 
 const record = { projectId: 3, organizationId: 'o' };
 

@@ -1,16 +1,15 @@
 // The pure core of capture: request bytes + facts about the request → events ready to publish
 // (NDJSON bytes grouped into per-shard segments), or a CaptureError. Runs in a piscina thread
 // for large bodies and inline for small ones; it touches no socket, no NATS, no clock.
-import type { ProjectRecord } from '../lib/index.js';
+import type { ProjectRecord } from '../../lib/index.js';
 import { decodePayload } from './decode.js';
-import { CaptureError } from './errors.js';
+import { CaptureError } from '../errors.js';
 import { LinePacker, type PackedLines } from './line-packer.js';
 import { normalizeEvent, type DropReason, type EventContext } from './normalize-event.js';
 import { readEnvelope } from './read-envelope.js';
 import { eventLine } from './sanitize.js';
 import { resolveToken } from './token.js';
 
-export { SEGMENT_FIELDS } from './line-packer.js';
 
 export type RouteKind = 'capture' | 'batch' | 'e' | 'i' | 'track' | 'engage';
 

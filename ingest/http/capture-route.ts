@@ -1,14 +1,15 @@
 // The capture endpoints: CORS, method and size checks, body reading, then parse → route →
 // publish → answer. The answer is 200 only after JetStream acknowledged every accepted event.
-import { subjectFor, type Logger } from '../lib/index.js';
-import type { IngestConfig } from './config.js';
-import { CaptureError, captureErrorResponse } from './errors.js';
-import { readBody, respond, type ResponseState } from './http.js';
-import { boundLabels, type IngestMetrics } from './metrics.js';
-import { SEGMENT_FIELDS, type ParsedRequest, type RequestMeta, type RouteKind } from './parse-request.js';
-import type { ParsePool } from './parse-pool.js';
-import type { EventPublisher, PublishItem } from './publisher.js';
-import type { SpikeLimiter } from './spike-limiter.js';
+import type { Logger } from '../../lib/index.js';
+import type { IngestConfig } from '../config.js';
+import { CaptureError, captureErrorResponse } from '../errors.js';
+import { boundLabels, type IngestMetrics } from '../metrics.js';
+import type { RequestMeta, RouteKind } from '../parse/index.js';
+import type { ParsePool } from '../pool/index.js';
+import { routeSegments, type EventPublisher, type SpikeLimiter } from '../publish/index.js';
+import { Reservation, type InflightBudget } from './inflight-budget.js';
+import { readBody } from './read-body.js';
+import { respond, type ResponseState } from './respond.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
 
 /** Capture paths, each served with and without the trailing slash. */
@@ -22,66 +23,6 @@ export const CAPTURE_ROUTES: ReadonlyMap<string, RouteKind> = new Map([
 ]);
 
 const OK_BODY = JSON.stringify({ status: 1 });
-
-/** Bytes of requests in flight on this node; past the budget, new requests get 503. */
-export class InflightBudget {
-  private used = 0;
-  constructor(
-    private readonly limit: number,
-    private readonly metrics: IngestMetrics,
-  ) {}
-
-  /**
-   * Takes `bytes` more for a request already holding `held`. Past the limit only a request that
-   * is alone in holding budget may go on, so one request larger than the budget still works.
-   */
-  tryReserve(bytes: number, held = 0): boolean {
-    if (this.used + bytes > this.limit && this.used > held) return false;
-    this.used += bytes;
-    this.metrics.inflightBytes.set(this.used);
-    return true;
-  }
-
-  release(bytes: number): void {
-    this.used -= bytes;
-    this.metrics.inflightBytes.set(this.used);
-  }
-}
-
-/** The share of the budget one request holds: its body while it streams in, then its parsed output. */
-export class Reservation {
-  private bytes = 0;
-  private closed = false;
-
-  constructor(private readonly budget: InflightBudget) {}
-
-  /** More bytes (body chunks); false when the node is at its budget. */
-  grow(bytes: number): boolean {
-    if (this.closed || !this.budget.tryReserve(bytes, this.bytes)) return false;
-    this.bytes += bytes;
-    return true;
-  }
-
-  /**
-   * Holds exactly `bytes` from now on. After parsing, the output replaces the body: a compressed
-   * body can decode to far more than its size, and that is what waits for JetStream.
-   */
-  resize(bytes: number): boolean {
-    if (bytes <= this.bytes) {
-      this.budget.release(this.bytes - bytes);
-      this.bytes = bytes;
-      return true;
-    }
-    return this.grow(bytes - this.bytes);
-  }
-
-  release(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.budget.release(this.bytes);
-    this.bytes = 0;
-  }
-}
 
 export interface HotMetrics {
   request: (route: string, status: string) => { inc(): void };
@@ -99,8 +40,6 @@ export function hotMetrics(metrics: IngestMetrics): HotMetrics {
 
 export interface CaptureDeps {
   config: IngestConfig;
-  /** PUBLISH_MAX_MESSAGE_BYTES, capped below the server's max_payload. */
-  maxMessageBytes: number;
   pool: ParsePool;
   publisher: EventPublisher;
   limiter: SpikeLimiter;
@@ -247,47 +186,4 @@ async function processBody(
   } finally {
     deps.hot.duration(meta.route).observe((performance.now() - started) / 1000);
   }
-}
-
-/**
- * Chooses each segment's subject — HISTORICAL for migrations; OVERFLOW for a distinct_id over
- * its spike budget; EVENTS otherwise — and merges neighbouring segments bound for the same
- * subject into one message while they fit. Spike detection decides once per distinct_id of the
- * request, on all its events: an id's segments are neighbours (one group, cut to message size),
- * and splitting one request of one id between EVENTS and OVERFLOW would only lose its order.
- */
-export function routeSegments(parsed: ParsedRequest, deps: Pick<CaptureDeps, 'limiter' | 'maxMessageBytes'>): PublishItem[] {
-  const items: PublishItem[] = [];
-  const { segments, segmentDistinctIds: ids, segmentMessageIds: messageIds, data } = parsed;
-  const count = segments.length / SEGMENT_FIELDS;
-  const nowMs = Date.now();
-  let last: (PublishItem & { start: number; end: number }) | undefined;
-  let kind: 'historical' | 'overflow' | 'events' = parsed.historical ? 'historical' : 'events';
-  for (let i = 0; i < count; i++) {
-    const base = i * SEGMENT_FIELDS;
-    const shard = segments[base]!;
-    const events = segments[base + 1]!;
-    const start = segments[base + 2]!;
-    const end = segments[base + 3]!;
-    if (!parsed.historical && ids && (i === 0 || ids[i] !== ids[i - 1])) {
-      let idEvents = events;
-      for (let j = i + 1; j < count && ids[j] === ids[i]; j++) idEvents += segments[j * SEGMENT_FIELDS + 1]!;
-      kind = deps.limiter.allow(parsed.projectId, ids[i]!, idEvents, nowMs) ? 'events' : 'overflow';
-    }
-    const subject = subjectFor(kind, parsed.projectId, shard);
-    if (messageIds) {
-      // Its own message under its own id (never merged: the id names exactly these events).
-      items.push({ subject, data: data.subarray(start, end), count: events, msgId: messageIds[i]! });
-      continue;
-    }
-    if (last && last.subject === subject && last.end === start && end - last.start <= deps.maxMessageBytes) {
-      last.end = end;
-      last.count += events;
-      last.data = data.subarray(last.start, end);
-      continue;
-    }
-    last = { subject, data: data.subarray(start, end), count: events, start, end };
-    items.push(last);
-  }
-  return items;
 }

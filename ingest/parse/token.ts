@@ -1,6 +1,6 @@
 // The project API key of a request: the batch-level `api_key`/`token` wins; otherwise every
 // event's `token`/`$token`/`api_key`/`properties.token` that is present must agree.
-import { CaptureError } from './errors.js';
+import { CaptureError } from '../errors.js';
 
 const MAX_TOKEN_LENGTH = 64;
 

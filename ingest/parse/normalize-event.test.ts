@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isUuid, type CapturedEvent } from '../lib/index.js';
+import { isUuid, type CapturedEvent } from '../../lib/index.js';
 import { correctedTimestamp, extractDistinctId, normalizeEvent, type EventContext } from './normalize-event.js';
 
 const now = Date.parse('2026-11-22T10:00:00.000Z');
