@@ -50,6 +50,11 @@ export const ingestConfigDefinition = {
     envBytesOr(FOLLOWS_BODY_LIMIT),
     'largest decoded (gunzipped, lz-string) payload in UTF-8 bytes; larger gets 413',
   ),
+  maxNestingDepth: setting(
+    'MAX_NESTING_DEPTH',
+    envInt(128, 1),
+    'deepest JSON nesting accepted in a payload (the root is level 1); deeper gets 400 invalid_event. PostHog stops at 128; workers re-serialise events recursively, so thousands of levels would fail them',
+  ),
   inflightBudgetBytes: setting('INFLIGHT_BUDGET_BYTES', envBytes('96MiB'), 'request bytes held at once (bodies being read, parsed, published); past it new requests get 503'),
   parseThreads: setting('PARSE_THREADS', envInt(cores, 1), 'worker threads that decode and parse bodies'),
   parseThreadMaxHeap: setting('PARSE_THREAD_MAX_HEAP', envBytes('96MiB'), 'JS heap (old generation) of each parse thread; a body that needs more gets 413 instead of growing the node'),

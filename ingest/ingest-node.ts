@@ -58,7 +58,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
       threads: config.parseThreads,
       maxHeapBytes: config.parseThreadMaxHeap,
       inlineMaxBytes: config.inlineParseMaxBytes,
-      limits: { maxDecompressedBytes: config.maxDecompressedBytes, maxMessageBytes, shardCount: config.shardCount },
+      limits: { maxDecompressedBytes: config.maxDecompressedBytes, maxNestingDepth: config.maxNestingDepth, maxMessageBytes, shardCount: config.shardCount },
       retryAfterSeconds: config.retryAfterSeconds,
     },
     registry,

@@ -9,9 +9,12 @@
 // (which rejects anything malformed inside them), and whenever the envelope looks unusual the
 // scanner gives up and the caller parses the whole payload with JSON.parse, which then either
 // succeeds or reports the syntax error. So it can make parsing cheaper, never more lenient.
+//
+// It also enforces the nesting limit (nesting-depth.ts) while it walks each value's brackets,
+// so a large payload is not walked twice for it.
+import { DEFAULT_MAX_NESTING_DEPTH, skipString, tooDeep } from './nesting-depth.js';
 
 const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
 const OPEN_OBJECT = 0x7b;
 const CLOSE_OBJECT = 0x7d;
 const OPEN_ARRAY = 0x5b;
@@ -37,21 +40,11 @@ function skipSpace(b: Uint8Array, i: number): number {
   return i;
 }
 
-/** Just past the closing quote of the string opening at `i`; -1 if it never closes. */
-function skipString(b: Uint8Array, i: number): number {
-  let from = i + 1;
-  for (;;) {
-    const q = b.indexOf(QUOTE, from); // native memchr: most of a payload is inside strings
-    if (q === -1) return -1;
-    let slashes = 0;
-    for (let k = q - 1; b[k] === BACKSLASH; k--) slashes++;
-    if (slashes % 2 === 0) return q + 1;
-    from = q + 1;
-  }
-}
-
-/** Just past the value starting at `i`; -1 when its brackets or strings do not close. */
-function skipValue(b: Uint8Array, i: number): number {
+/**
+ * Just past the value starting at `i`; -1 when its brackets or strings do not close. Throws
+ * invalid_event when it nests deeper than `maxDepth` levels below the value's parent.
+ */
+function skipValue(b: Uint8Array, i: number, maxDepth: number, limit: number): number {
   const c = b[i];
   if (c === QUOTE) return skipString(b, i);
   if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
@@ -63,7 +56,7 @@ function skipValue(b: Uint8Array, i: number): number {
         if (j === -1) return -1;
         j--; // the loop's j++ lands just past the string
       } else if (x === OPEN_OBJECT || x === OPEN_ARRAY) {
-        depth++;
+        if (++depth > maxDepth) throw tooDeep(limit);
       } else if (x === CLOSE_OBJECT || x === CLOSE_ARRAY) {
         if (--depth === 0) return j + 1;
       }
@@ -79,12 +72,12 @@ function skipValue(b: Uint8Array, i: number): number {
 }
 
 /** The elements of the array opening at `i`: their ranges, and the index just past `]`. */
-function scanArray(b: Uint8Array, i: number): { ranges: number[]; end: number } | undefined {
+function scanArray(b: Uint8Array, i: number, maxDepth: number, limit: number): { ranges: number[]; end: number } | undefined {
   const ranges: number[] = [];
   let j = skipSpace(b, i + 1);
   if (b[j] === CLOSE_ARRAY) return { ranges, end: j + 1 };
   for (;;) {
-    const end = skipValue(b, j);
+    const end = skipValue(b, j, maxDepth, limit);
     if (end === -1) return undefined;
     ranges.push(j, end);
     j = skipSpace(b, end);
@@ -102,15 +95,16 @@ function parseSpan(b: Uint8Array, start: number, end: number): unknown {
 /**
  * The envelope of a payload in the array or `{…, "batch": […]}` shape; undefined for any other
  * shape (a single event) or anything unusual — the caller then uses JSON.parse on the whole.
+ * Throws invalid_event when a value nests deeper than `limit` levels (the root is level 1).
  */
-export function scanPayload(b: Uint8Array): ScannedPayload | undefined {
+export function scanPayload(b: Uint8Array, limit = DEFAULT_MAX_NESTING_DEPTH): ScannedPayload | undefined {
   let i = skipSpace(b, 0);
   let shape: ScannedPayload['shape'];
   let ranges: number[] | undefined;
   const fields: Record<string, unknown> = {};
   const first = b[i];
   if (first === OPEN_ARRAY) {
-    const array = scanArray(b, i);
+    const array = scanArray(b, i, limit - 1, limit);
     if (!array) return undefined;
     shape = 'array';
     ranges = array.ranges;
@@ -134,12 +128,12 @@ export function scanPayload(b: Uint8Array): ScannedPayload | undefined {
       i = skipSpace(b, i + 1);
       // A repeated key means "the last one wins" in JSON.parse: leave such oddities to it.
       if (key === 'batch' && b[i] === OPEN_ARRAY && ranges === undefined && !('batch' in fields)) {
-        const array = scanArray(b, i);
+        const array = scanArray(b, i, limit - 2, limit);
         if (!array) return undefined;
         ranges = array.ranges;
         i = array.end;
       } else {
-        const end = skipValue(b, i);
+        const end = skipValue(b, i, limit - 1, limit);
         if (end === -1 || key in fields || (key === 'batch' && ranges !== undefined)) return undefined;
         try {
           fields[key] = parseSpan(b, i, end);

@@ -6,7 +6,8 @@ import { decodePayload } from './decode.js';
 import { CaptureError } from '../errors.js';
 import { LinePacker, type PackedLines } from './line-packer.js';
 import { normalizeEvent, type DropReason, type EventContext } from './normalize-event.js';
-import { readEnvelope } from './read-envelope.js';
+import { DEFAULT_MAX_NESTING_DEPTH } from './nesting-depth.js';
+import { readEnvelope, SCAN_MIN_BYTES } from './read-envelope.js';
 import { eventLine } from './sanitize.js';
 import { resolveToken } from './token.js';
 
@@ -28,6 +29,8 @@ export interface RequestMeta {
 
 export interface ParseLimits {
   maxDecompressedBytes: number;
+  /** MAX_NESTING_DEPTH (default DEFAULT_MAX_NESTING_DEPTH): deeper payloads are invalid_event. */
+  maxNestingDepth?: number;
   maxMessageBytes: number;
   shardCount: number;
 }
@@ -96,7 +99,7 @@ export function parseCaptureRequest(
     legacyPath: LEGACY_ROUTES.has(meta.route),
     maxDecompressedBytes: limits.maxDecompressedBytes,
   });
-  const envelope = readEnvelope(payload);
+  const envelope = readEnvelope(payload, SCAN_MIN_BYTES, limits.maxNestingDepth ?? DEFAULT_MAX_NESTING_DEPTH);
   if (envelope.count === 0) throw new CaptureError('empty_batch');
 
   // With a batch-level key, events are parsed one at a time below; otherwise every event's own

@@ -3,6 +3,7 @@
 // envelope-scanner.ts) and everything else with one JSON.parse.
 import { CaptureError } from '../errors.js';
 import { parseScannedEvent, scanPayload } from './envelope-scanner.js';
+import { DEFAULT_MAX_NESTING_DEPTH, nestsDeeperThan, tooDeep } from './nesting-depth.js';
 
 export type RawEvent = Record<string, unknown>;
 
@@ -52,8 +53,9 @@ function fromArray(events: unknown[], fields: Record<string, unknown> | undefine
  */
 export const SCAN_MIN_BYTES = 120 * 1024;
 
-export function readEnvelope(payload: Uint8Array | string, scanMinBytes = SCAN_MIN_BYTES): Envelope {
-  const scanned = typeof payload !== 'string' && payload.length >= scanMinBytes ? scanPayload(payload) : undefined;
+/** Reads a payload's events; invalid_event when it nests deeper than `maxDepth` levels. */
+export function readEnvelope(payload: Uint8Array | string, scanMinBytes = SCAN_MIN_BYTES, maxDepth = DEFAULT_MAX_NESTING_DEPTH): Envelope {
+  const scanned = typeof payload !== 'string' && payload.length >= scanMinBytes ? scanPayload(payload, maxDepth) : undefined;
   if (scanned) {
     const bytes = payload as Uint8Array;
     const fields = scanned.shape === 'batch' ? scanned.fields : undefined;
@@ -70,6 +72,8 @@ export function readEnvelope(payload: Uint8Array | string, scanMinBytes = SCAN_M
       },
     };
   }
+  // The scanner checked the depth of what it read; a payload it gave up on is checked here.
+  if (nestsDeeperThan(payload, maxDepth)) throw tooDeep(maxDepth);
   const text = typeof payload === 'string' ? payload : Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8');
   let json: unknown;
   try {
