@@ -32,6 +32,11 @@ const envBytesOr = <T extends string>(fallback: T) =>
 export const ingestConfigDefinition = {
   host: setting('CAPTURE_HOST', envString('127.0.0.1'), 'address the capture server listens on (0.0.0.0 for all)'),
   port: setting('CAPTURE_PORT', envInt(8000, 0), 'capture port (0 = any free port)'),
+  listenFd: setting(
+    'CAPTURE_LISTEN_FD',
+    envInt(-1, -1),
+    'serve the TCP socket this inherited file descriptor is bound to, instead of CAPTURE_HOST:CAPTURE_PORT (-1); how `npm start -- --ingest N` lets N nodes share one capture port',
+  ),
   natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated'),
   shardCount: setting('SHARD_COUNT', envInt(16, 1), 'shards per project; must match every other process of the cluster'),
   streamReplicas: setting('STREAM_REPLICAS', envInt(1, 1), 'replicas of each JetStream stream (3 on a 3-node cluster)'),
@@ -71,6 +76,8 @@ export const ingestConfigDefinition = {
   spikeEventsPerSecond: setting('SPIKE_EVENTS_PER_SECOND', envNumber(100), 'per (project, distinct_id) sustained realtime rate before events divert to OVERFLOW (0 disables)'),
   spikeBurst: setting('SPIKE_BURST', envNumber(1000), 'per (project, distinct_id) burst allowance before diverting to OVERFLOW'),
   spikeMaxTracked: setting('SPIKE_MAX_TRACKED', envInt(100_000, 1), 'distinct ids spike detection remembers (~200 bytes each); past it the least recently seen is forgotten'),
+  maxHeaderBytes: setting('HTTP_MAX_HEADER_BYTES', envBytes('64KiB'), 'largest request line plus headers (a GET ?data= payload is in the URL); larger gets 431 and the connection is closed'),
+  idleTimeout: setting('HTTP_IDLE_TIMEOUT', envDuration('10s'), 'a connection with no request in progress is closed after this long, and so is one whose request head takes longer'),
   trustProxy: setting('TRUST_PROXY', envBool(false), 'take the client IP from X-Forwarded-For (only behind a trusted proxy)'),
   drainTimeout: setting('SHUTDOWN_DRAIN_TIMEOUT', envDuration('30s'), 'on SIGTERM, how long in-flight requests may take to finish'),
 };

@@ -110,10 +110,11 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     inflight,
   };
 
-  const server = await listenHttp(config.host, config.port, {
+  const server = await listenHttp({ host: config.host, port: config.port, fd: config.listenFd }, {
     capture: captureDeps,
     readiness: () => ({ ready: isReady(), checks: { nats: natsConnected, streams: streamsOk, registry: registry.ready, stopping } }),
     beforeScrape: () => metrics.poolQueueDepth.set(pool.queueDepth),
+    connection: { maxHeaderBytes: config.maxHeaderBytes, idleTimeoutMs: config.idleTimeout },
   });
   const port = server.port;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;
@@ -126,6 +127,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
       server.close();
       await waitForIdle(inflight, config.drainTimeout);
       await publisher.idle();
+      server.closeConnections();
       clearInterval(streamCheck);
       registry.stop();
       limiter.close();

@@ -1,6 +1,6 @@
 // Ceiling: the fastest a uWS server on this machine answers a capture-sized POST. It reads the
 // body and answers 200 {"status":1}, nothing else. Prints its port on stdout.
-import { uws } from '../../ingest/http/index.js';
+import { uws } from '../lib/uws.js';
 import { parseBenchArgs } from '../lib/cli.js';
 
 parseBenchArgs(

@@ -1,6 +1,6 @@
 // Load generation with autocannon: fixed duration, keep-alive connections, no pipelining
-// (uWS closes a connection that pipelines a request before the previous answer is written,
-// and capture answers only after JetStream acknowledged; no PostHog SDK pipelines).
+// (the same as SDKs: pipelined requests are answered, but one at a time per connection,
+// so pipelining would measure little more than queueing; no PostHog SDK pipelines).
 //
 // Only 2xx answers count: throughput, MB/s and the latency percentiles are of 2xx answers (a
 // 503 is answered fast and would flatter the percentiles). A 503 `overloaded` is the ingest

@@ -57,7 +57,7 @@ export function gitCommit(): string {
 function uwsBuild(): string {
   const pkg = packageVersion('uWebSockets.js');
   if (!pkg) return 'unknown';
-  // The binary ingest/http/uws.ts loads for this Node ABI.
+  // The binary bench/lib/uws.ts loads for this Node ABI.
   const binary = `uws_${process.platform}_${process.arch}_${process.versions.modules}.node`;
   return `${pkg.name === 'uWebSockets.js' ? '' : `${pkg.name} `}${pkg.version} (${binary})`;
 }

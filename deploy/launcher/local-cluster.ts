@@ -3,6 +3,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
+import * as net from 'node:net';
+import { isIP } from 'node:net';
+import * as util from 'node:util';
 import { promisify } from 'node:util';
 import { clusterFilePath, runtimeModule, writeClusterFile, type ClusterFile } from '../../lib/index.js';
 import { natsConfigText, waitForJetStreamLeader } from '../local/nats-server.js';
@@ -27,6 +30,18 @@ export interface LocalCluster {
 type ProcessEntry = NonNullable<ClusterFile['processes']>[number];
 
 /** Runs a Node deployable's main (built JS, or TypeScript through tsx under tests). */
+/**
+ * A TCP socket bound to host:port but not listening: each ingest node inherits it and listens on
+ * it, so all of them accept from one queue. net._createServerHandle is what node:cluster uses to
+ * share a listening socket between processes; it returns an errno on failure.
+ */
+function bindCaptureSocket(host: string, port: number): { fd: number; close(): void } {
+  const internal = net as unknown as { _createServerHandle: (address: string, port: number, addressType: number, fd: undefined, flags: number) => unknown };
+  const handle = internal._createServerHandle(host, port, isIP(host) === 6 ? 6 : 4, undefined, 0);
+  if (typeof handle === 'number') throw new Error(`cannot bind the capture port ${host}:${port} (${util.getSystemErrorName(handle)})`);
+  return handle as { fd: number; close(): void };
+}
+
 function nodeCommand(relativeMain: string): { command: string; args: string[] } {
   const entry = runtimeModule(import.meta.url, relativeMain);
   return { command: process.execPath, args: [...entry.execArgv, entry.path] };
@@ -54,15 +69,18 @@ async function bootstrap(env: NodeJS.ProcessEnv): Promise<BootstrapResult> {
 export async function startLocalCluster(options: LaunchOptions, log: SupervisorLog): Promise<LocalCluster> {
   const children: { role: ProcessEntry['role']; child: SupervisedChild }[] = [];
   // Reverse dependency order: nothing that publishes outlives NATS, nothing that writes outlives PostgreSQL.
+  /** What the launcher itself holds open (the shared capture socket), closed after the children. */
+  const held: { close(): void }[] = [];
   const stopAll = async () => {
     // Nothing is restarted once stopping began, even a child that exits before its turn.
     for (const { child } of children) child.markStopping();
     for (const role of ['ingest', 'worker', 'admin', 'nats', 'postgres'] as const) {
       await Promise.all(children.filter((c) => c.role === role).map((c) => c.child.stop()));
     }
+    for (const h of held.splice(0)) h.close();
   };
   try {
-    return await launch(options, log, children, stopAll);
+    return await launch(options, log, children, stopAll, held);
   } catch (err) {
     await stopAll(); // a failed start leaves nothing running
     throw err;
@@ -74,6 +92,7 @@ async function launch(
   log: SupervisorLog,
   children: { role: ProcessEntry['role']; child: SupervisedChild }[],
   stopAll: () => Promise<void>,
+  held: { close(): void }[],
 ): Promise<LocalCluster> {
   const { dataDir, env } = options;
   mkdirSync(dataDir, { recursive: true });
@@ -150,12 +169,15 @@ async function launch(
   const adminEnv = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas), PIPELINE_REPLICAS: String(replicas) };
   track('admin', new SupervisedChild({ name: 'admin', ...nodeCommand('../../admin/main'), env: adminEnv }, log), { port: ports.admin });
 
-  // Ingest nodes share one port: uWS listens with SO_REUSEPORT and the kernel spreads connections.
+  // Ingest nodes share one port: the launcher binds the socket and every node (restarts too)
+  // inherits it as fd 3 and accepts from it (Node 20 cannot listen with SO_REUSEPORT).
   const host = env.CAPTURE_HOST ?? '127.0.0.1';
   const captureUrl = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${ports.capture}`;
-  const ingestEnv = { ...env, NATS_URL: natsUrl, CAPTURE_PORT: String(ports.capture), CAPTURE_HOST: host, STREAM_REPLICAS: String(replicas) };
+  const captureSocket = bindCaptureSocket(host, ports.capture!);
+  held.push(captureSocket);
+  const ingestEnv = { ...env, NATS_URL: natsUrl, CAPTURE_PORT: String(ports.capture), CAPTURE_HOST: host, CAPTURE_LISTEN_FD: '3', STREAM_REPLICAS: String(replicas) };
   for (let i = 1; i <= options.ingest; i++) {
-    track('ingest', new SupervisedChild({ name: `ingest-${i}`, ...nodeCommand('../../ingest/main'), env: ingestEnv }, log), { port: ports.capture });
+    track('ingest', new SupervisedChild({ name: `ingest-${i}`, ...nodeCommand('../../ingest/main'), env: ingestEnv, inheritFds: [captureSocket.fd] }, log), { port: ports.capture });
   }
   await waitFor(`ingest at ${captureUrl}`, async () => (await fetch(`${captureUrl}/_ready`).catch(() => undefined))?.ok === true, 60_000);
 

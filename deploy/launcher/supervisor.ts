@@ -16,6 +16,8 @@ export interface ChildSpec {
   /** Run as this user (the launcher runs PostgreSQL as `postgres` when started as root). */
   uid?: number;
   gid?: number;
+  /** File descriptors of this process the child inherits as its fds 3, 4, … */
+  inheritFds?: number[];
 }
 
 export interface SupervisorLog {
@@ -48,13 +50,13 @@ export class SupervisedChild {
 
   start(): void {
     this.stopping = false;
-    const { name, command, args, env, uid, gid } = this.spec;
+    const { name, command, args, env, uid, gid, inheritFds = [] } = this.spec;
     // Its own process group: a terminal's Ctrl-C reaches only the launcher, which then stops
     // the children in order (rather than all at once, in no order).
-    const child = spawn(command, args, { env, uid, gid, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(command, args, { env, uid, gid, stdio: ['ignore', 'pipe', 'pipe', ...inheritFds], detached: true });
     this.child = child;
     this.startedAt = Date.now();
-    for (const stream of [child.stdout, child.stderr]) {
+    for (const stream of [child.stdout!, child.stderr!]) {
       createInterface({ input: stream }).on('line', (line) => process.stdout.write(`[${name}] ${line}\n`));
     }
     this.exited = new Promise((resolve) => {

@@ -8,9 +8,8 @@ import type { RequestMeta, RouteKind } from '../parse/index.js';
 import type { ParsePool } from '../pool/index.js';
 import { routeSegments, type EventPublisher, type SpikeLimiter } from '../publish/index.js';
 import { Reservation, type InflightBudget } from './inflight-budget.js';
+import type { Exchange } from './exchange.js';
 import { readBody } from './read-body.js';
-import { respond, type ResponseState } from './respond.js';
-import type { HttpRequest, HttpResponse } from './uws.js';
 
 /** Capture paths, each served with and without the trailing slash. */
 export const CAPTURE_ROUTES: ReadonlyMap<string, RouteKind> = new Map([
@@ -54,34 +53,30 @@ export interface CaptureDeps {
   inflight: { count: number; onIdle?: () => void };
 }
 
-const latin1 = new TextDecoder('latin1');
-
-function clientIp(req: HttpRequest, res: HttpResponse, trustProxy: boolean): string | undefined {
+function clientIp(exchange: Exchange, trustProxy: boolean): string | undefined {
   if (trustProxy) {
-    const forwarded = req.getHeader('x-forwarded-for');
+    const forwarded = exchange.header('x-forwarded-for');
     if (forwarded) return forwarded.split(',')[0]!.trim();
   }
-  const text = latin1.decode(res.getRemoteAddressAsText());
-  if (!text) return undefined;
-  return text.startsWith('::ffff:') ? text.slice(7) : text;
+  return exchange.remoteAddress;
 }
 
-function contentLengthOf(req: HttpRequest): number | undefined {
-  const header = req.getHeader('content-length');
+function contentLengthOf(exchange: Exchange): number | undefined {
+  const header = exchange.header('content-length');
   if (!header) return undefined;
   const n = Number(header);
   return Number.isInteger(n) && n >= 0 ? n : undefined;
 }
 
-export function handleCapture(deps: CaptureDeps, route: RouteKind, res: HttpResponse, req: HttpRequest): void {
-  const method = req.getMethod();
-  const state: ResponseState = { aborted: false, origin: req.getHeader('origin') };
+export function handleCapture(deps: CaptureDeps, route: RouteKind, exchange: Exchange): void {
+  const method = exchange.method;
+  const origin = exchange.header('origin');
   const { metrics, config } = deps;
   const count = (status: number) => deps.hot.request(route, String(status)).inc();
 
   if (method === 'options') {
-    const requested = req.getHeader('access-control-request-headers');
-    respond(res, state, {
+    const requested = exchange.header('access-control-request-headers');
+    exchange.answer({
       status: 200,
       body: OK_BODY,
       headers: {
@@ -89,13 +84,13 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, res: HttpResp
         ...(requested ? { 'Access-Control-Allow-Headers': requested } : {}),
         'Access-Control-Max-Age': '86400',
       },
-    });
+    }, origin);
     return count(200);
   }
   const fail = (err: unknown) => {
     const answer = captureErrorResponse(err);
     if (answer.status >= 500 && !(err instanceof CaptureError)) deps.log.error({ err, route }, 'capture request failed');
-    respond(res, state, { status: answer.status, body: JSON.stringify(answer.body), headers: answer.headers });
+    exchange.answer({ status: answer.status, body: JSON.stringify(answer.body), headers: answer.headers }, origin);
     count(answer.status);
   };
   if (method !== 'post' && method !== 'get') return fail(new CaptureError('method_not_allowed', `Method "${method.toUpperCase()}" not allowed.`));
@@ -103,16 +98,16 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, res: HttpResp
     return fail(new CaptureError('unavailable', 'ingest node is not ready, please retry', { headers: { 'Retry-After': String(config.retryAfterSeconds) } }));
   }
 
-  const contentLength = method === 'get' ? 0 : contentLengthOf(req);
+  const contentLength = method === 'get' ? 0 : contentLengthOf(exchange);
   if (contentLength !== undefined && contentLength > config.maxBodyBytes) {
     return fail(new CaptureError('payload_too_large', `request body of ${contentLength} bytes exceeds the limit of ${config.maxBodyBytes}`));
   }
   const meta: RequestMeta = {
     route,
-    query: req.getQuery() ?? '',
-    contentType: req.getHeader('content-type'),
-    contentEncoding: req.getHeader('content-encoding'),
-    ip: clientIp(req, res, config.trustProxy),
+    query: exchange.query,
+    contentType: exchange.header('content-type'),
+    contentEncoding: exchange.header('content-encoding'),
+    ip: clientIp(exchange, config.trustProxy),
     nowMs: 0, // set when the body is complete
   };
 
@@ -126,21 +121,20 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, res: HttpResp
     reservation.release();
     if (--deps.inflight.count === 0) deps.inflight.onIdle?.();
   };
-  res.onAborted(() => {
-    state.aborted = true;
+  exchange.onAborted(() => {
     // A client gone mid-body never completes it: give its bytes back now. Once the body is
     // complete, the request finishes its parse/publish and releases them itself.
     if (!bodyComplete) finishRequest();
   });
   if (method === 'get') {
-    void processBody(deps, meta, new Uint8Array(0), reservation, res, state, count, fail).finally(finishRequest);
+    void processBody(deps, meta, new Uint8Array(0), reservation, exchange, origin, count, fail).finally(finishRequest);
     return;
   }
-  readBody(res, contentLength, { maxBytes: config.maxBodyBytes }, (bytes) => reservation.grow(bytes), (outcome) => {
+  readBody(exchange, contentLength, { maxBytes: config.maxBodyBytes }, (bytes) => reservation.grow(bytes), (outcome) => {
     bodyComplete = true;
     if (outcome.kind === 'complete') {
       metrics.bytesIn.inc(outcome.body.length);
-      void processBody(deps, meta, outcome.body, reservation, res, state, count, fail).finally(finishRequest);
+      void processBody(deps, meta, outcome.body, reservation, exchange, origin, count, fail).finally(finishRequest);
       return;
     }
     if (outcome.kind === 'too_large') {
@@ -157,8 +151,8 @@ async function processBody(
   meta: RequestMeta,
   body: Uint8Array,
   reservation: Reservation,
-  res: HttpResponse,
-  state: ResponseState,
+  exchange: Exchange,
+  origin: string,
   count: (status: number) => void,
   fail: (err: unknown) => void,
 ): Promise<void> {
@@ -179,7 +173,7 @@ async function processBody(
       for (const item of items) deps.hot.accepted(item.subject.slice(0, item.subject.indexOf('.'))).inc(item.count);
     }
     const beacon = meta.query.includes('beacon=1') && new URLSearchParams(meta.query).get('beacon') === '1';
-    respond(res, state, beacon ? { status: 204 } : { status: 200, body: OK_BODY });
+    exchange.answer(beacon ? { status: 204 } : { status: 200, body: OK_BODY }, origin);
     count(beacon ? 204 : 200);
   } catch (err) {
     fail(err);

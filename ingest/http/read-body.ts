@@ -1,6 +1,6 @@
 // Reads a request body into one buffer under a byte limit, taking its bytes from the node's
 // in-flight budget.
-import type { HttpResponse } from './uws.js';
+import type { Exchange } from './exchange.js';
 
 export interface BodyLimits {
   maxBytes: number;
@@ -17,7 +17,7 @@ export type BodyOutcome =
  * `reserve(n)` asks the node's in-flight budget for n more bytes (false → the caller answers 503).
  */
 export function readBody(
-  res: HttpResponse,
+  res: Exchange,
   contentLength: number | undefined,
   limits: BodyLimits,
   reserve: (bytes: number) => boolean,
@@ -38,9 +38,9 @@ export function readBody(
     if (contentLength === 0) return finish({ kind: 'complete', body: buffer });
     res.onData((chunk, isLast) => {
       if (finished) return;
-      const bytes = new Uint8Array(chunk);
+      const bytes = chunk;
       if (offset + bytes.length > contentLength) return finish({ kind: 'too_large', received: offset + bytes.length });
-      buffer.set(bytes, offset); // uWS reuses `chunk` after this callback returns: copy now
+      buffer.set(bytes, offset);
       offset += bytes.length;
       if (isLast) finish({ kind: 'complete', body: offset === contentLength ? buffer : buffer.subarray(0, offset) });
     });
@@ -53,7 +53,7 @@ export function readBody(
     total += chunk.byteLength;
     if (total > limits.maxBytes) return finish({ kind: 'too_large', received: total });
     if (!reserve(chunk.byteLength)) return finish({ kind: 'over_budget' });
-    chunks.push(Buffer.from(new Uint8Array(chunk))); // copies: the chunk is only valid during this call
+    chunks.push(chunk);
     if (isLast) {
       const body = Buffer.allocUnsafeSlow(total);
       let offset = 0;
