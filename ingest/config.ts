@@ -77,6 +77,12 @@ export const ingestConfigDefinition = {
   spikeBurst: setting('SPIKE_BURST', envNumber(1000), 'per (project, distinct_id) burst allowance before diverting to OVERFLOW'),
   spikeMaxTracked: setting('SPIKE_MAX_TRACKED', envInt(100_000, 1), 'distinct ids spike detection remembers (~200 bytes each); past it the least recently seen is forgotten'),
   maxHeaderBytes: setting('HTTP_MAX_HEADER_BYTES', envBytes('64KiB'), 'largest request line plus headers (a GET ?data= payload is in the URL); larger gets 431 and the connection is closed'),
+  bodyTimeout: setting('BODY_TIMEOUT', envDuration('60s'), 'how long a request body may take to arrive after its head; slower gets 408 and its bytes are released (a 20 MiB body needs ~2.8 Mbit/s)'),
+  maxUploadsPerClient: setting(
+    'MAX_UPLOADS_PER_CLIENT',
+    envInt(16, 1),
+    'request bodies one client address (X-Forwarded-For with TRUST_PROXY) may be sending at once; more get 429. Clients behind one NAT or proxy share it',
+  ),
   idleTimeout: setting('HTTP_IDLE_TIMEOUT', envDuration('10s'), 'a connection with no request in progress is closed after this long, and so is one whose request head takes longer'),
   trustProxy: setting('TRUST_PROXY', envBool(false), 'take the client IP from X-Forwarded-For (only behind a trusted proxy)'),
   drainTimeout: setting('SHUTDOWN_DRAIN_TIMEOUT', envDuration('30s'), 'on SIGTERM, how long in-flight requests may take to finish'),

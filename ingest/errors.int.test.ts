@@ -152,8 +152,10 @@ describe('capture errors', () => {
     const before = await h.totalMessages();
     const socket = connect(new URL(h.url).port as unknown as number, '127.0.0.1');
     await new Promise((r) => socket.once('connect', r));
-    socket.write(`POST /batch/ HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{"api_key":"${KEY}","batch":[`);
-    await waitFor('bytes in flight', async () => (await h.metric('spate_ingest_inflight_bytes')) === 100000);
+    // Bytes are held as they arrive (not as the head declares them): 90,000 of 100,000 sent.
+    const partial = `{"api_key":"${KEY}","batch":[`.padEnd(90_000, ' ');
+    socket.write(`POST /batch/ HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n${partial}`);
+    await waitFor('bytes in flight', async () => (await h.metric('spate_ingest_inflight_bytes')) === 90_000);
     socket.destroy();
     await waitFor('budget released', async () => (await h.metric('spate_ingest_inflight_bytes')) === 0);
     expect(await h.totalMessages()).toBe(before);
@@ -165,8 +167,9 @@ describe('capture errors - capacity and broken dependencies', () => {
     await using h = await startIngestHarness({ INFLIGHT_BUDGET_BYTES: '64KiB', RETRY_AFTER_SECONDS: '2' }, { [KEY]: 1 });
     const socket = connect(Number(new URL(h.url).port), '127.0.0.1');
     await new Promise((r) => socket.once('connect', r));
-    socket.write(`POST /batch/ HTTP/1.1\r\nHost: x\r\nContent-Length: 64000\r\n\r\n{`); // holds 64000 of 65536 bytes
-    await waitFor('budget held', async () => (await h.metric('spate_ingest_inflight_bytes')) === 64000);
+    // Holds 63,999 of 65,536 bytes: what it sent of its 64,000 (bytes are held as they arrive).
+    socket.write(`POST /batch/ HTTP/1.1\r\nHost: x\r\nContent-Length: 64000\r\n\r\n${'{'.padEnd(63_999, ' ')}`);
+    await waitFor('budget held', async () => (await h.metric('spate_ingest_inflight_bytes')) === 63_999);
     const body = JSON.stringify({ api_key: KEY, batch: Array.from({ length: 100 }, (_, i) => ({ event: 'e', distinct_id: `d${i}` })) });
     const res = await post(`${h.url}/batch/`, body);
     await expectError(res, 503, 'overloaded');
@@ -194,8 +197,8 @@ describe('capture errors - capacity and broken dependencies', () => {
     expect(gz.length).toBeLessThan(200 * 1024); // small on the wire, several MB decoded
     const socket = connect(Number(new URL(h.url).port), '127.0.0.1');
     await new Promise((r) => socket.once('connect', r));
-    socket.write(`POST /batch/ HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\n{`);
-    await waitFor('budget held', async () => (await h.metric('spate_ingest_inflight_bytes')) === 300000);
+    socket.write(`POST /batch/ HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\n${'{'.padEnd(299_999, ' ')}`);
+    await waitFor('budget held', async () => (await h.metric('spate_ingest_inflight_bytes')) === 299_999);
     const before = await h.totalMessages();
     const refused = await post(`${h.url}/batch/`, gz, { 'content-encoding': 'gzip' });
     await expectError(refused, 503, 'overloaded');

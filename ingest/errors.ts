@@ -15,6 +15,8 @@ export const captureErrors = defineErrors({
   malformed_request: { status: 400, type: 'invalid_request', detail: 'malformed HTTP/1.1 request' },
   not_found: { status: 404, type: 'invalid_request', detail: 'Endpoint not found.' },
   method_not_allowed: { status: 405, type: 'invalid_request', detail: 'Method not allowed.' },
+  body_timeout: { status: 408, type: 'invalid_request', detail: 'the request body did not arrive in time' },
+  too_many_uploads: { status: 429, type: 'throttled_error', detail: 'too many request bodies in progress from this address, please retry' },
   payload_too_large: { status: 413, type: 'invalid_request', detail: 'maximum request size exceeded' },
   headers_too_large: { status: 431, type: 'invalid_request', detail: 'request line and headers too large' },
   event_too_large: { status: 413, type: 'invalid_request', detail: 'maximum event size exceeded' },

@@ -108,13 +108,14 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     log,
     accepting: () => registry.ready && !stopping,
     inflight,
+    uploads: new Map(),
   };
 
   const server = await listenHttp({ host: config.host, port: config.port, fd: config.listenFd }, {
     capture: captureDeps,
     readiness: () => ({ ready: isReady(), checks: { nats: natsConnected, streams: streamsOk, registry: registry.ready, stopping } }),
     beforeScrape: () => metrics.poolQueueDepth.set(pool.queueDepth),
-    connection: { maxHeaderBytes: config.maxHeaderBytes, idleTimeoutMs: config.idleTimeout },
+    connection: { maxHeaderBytes: config.maxHeaderBytes, idleTimeoutMs: config.idleTimeout, bodyTimeoutMs: config.bodyTimeout },
   });
   const port = server.port;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;

@@ -56,8 +56,9 @@ export interface RawConnection {
   close(): void;
 }
 
-export async function rawConnection(url: string): Promise<RawConnection> {
-  const socket = connect(Number(new URL(url).port), new URL(url).hostname);
+/** `localAddress`: another loopback address (127.0.0.2, …) is another client address. */
+export async function rawConnection(url: string, localAddress?: string): Promise<RawConnection> {
+  const socket = connect({ port: Number(new URL(url).port), host: new URL(url).hostname, localAddress });
   socket.setNoDelay(true);
   await new Promise<void>((resolve, reject) => {
     socket.once('connect', resolve);

@@ -51,6 +51,8 @@ export interface CaptureDeps {
   accepting(): boolean;
   /** Counts requests between arrival and answer, so shutdown can wait for them. */
   inflight: { count: number; onIdle?: () => void };
+  /** Bodies being received, per client address (MAX_UPLOADS_PER_CLIENT). */
+  uploads: Map<string, number>;
 }
 
 function clientIp(exchange: Exchange, trustProxy: boolean): string | undefined {
@@ -111,6 +113,24 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, exchange: Exc
     nowMs: 0, // set when the body is complete
   };
 
+  // A body still to come holds an upload slot of its client address until it is complete.
+  const uploader = exchange.requestComplete ? undefined : (meta.ip ?? '');
+  if (uploader !== undefined) {
+    const uploads = deps.uploads.get(uploader) ?? 0;
+    if (uploads >= config.maxUploadsPerClient) {
+      return fail(new CaptureError('too_many_uploads', `${uploads} request bodies from this address are still arriving (MAX_UPLOADS_PER_CLIENT)`, { headers: { 'Retry-After': String(config.retryAfterSeconds) } }));
+    }
+    deps.uploads.set(uploader, uploads + 1);
+  }
+  let uploading = uploader !== undefined;
+  const uploadDone = () => {
+    if (!uploading) return;
+    uploading = false;
+    const left = deps.uploads.get(uploader!)! - 1;
+    if (left === 0) deps.uploads.delete(uploader!);
+    else deps.uploads.set(uploader!, left);
+  };
+
   deps.inflight.count++;
   const reservation = new Reservation(deps.budget);
   let finished = false;
@@ -118,12 +138,13 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, exchange: Exc
   const finishRequest = () => {
     if (finished) return;
     finished = true;
+    uploadDone();
     reservation.release();
     if (--deps.inflight.count === 0) deps.inflight.onIdle?.();
   };
   exchange.onAborted(() => {
-    // A client gone mid-body never completes it: give its bytes back now. Once the body is
-    // complete, the request finishes its parse/publish and releases them itself.
+    // A client gone (or timed out) mid-body never completes it: give its bytes back now. Once
+    // the body is complete, the request finishes its parse/publish and releases them itself.
     if (!bodyComplete) finishRequest();
   });
   if (method === 'get') {
@@ -132,6 +153,7 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, exchange: Exc
   }
   readBody(exchange, contentLength, { maxBytes: config.maxBodyBytes }, (bytes) => reservation.grow(bytes), (outcome) => {
     bodyComplete = true;
+    uploadDone();
     if (outcome.kind === 'complete') {
       metrics.bytesIn.inc(outcome.body.length);
       void processBody(deps, meta, outcome.body, reservation, exchange, origin, count, fail).finally(finishRequest);

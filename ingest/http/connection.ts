@@ -12,6 +12,8 @@ export interface ConnectionOptions {
   maxHeaderBytes: number;
   /** A connection with no request in progress is closed after this long; so is one whose head takes longer. */
   idleTimeoutMs: number;
+  /** How long a request's body may take to arrive, from its head; then 408 and its bytes are released. */
+  bodyTimeoutMs: number;
 }
 
 export type RequestHandler = (exchange: Exchange) => void;
@@ -62,9 +64,17 @@ export class Connection implements ExchangeOwner {
     socket.on('error', () => socket.destroy());
   }
 
-  /** Called about once a second: closes a connection whose head (or idle wait) is overdue. */
+  /**
+   * Called about once a second: closes a connection whose head (or idle wait) is overdue, and
+   * answers 408 to a request whose body is (its handler lets go of what the body held).
+   */
   sweep(nowMs: number): void {
     if (this.headDeadline !== 0 && nowMs > this.headDeadline && this.current === undefined && this.queue.length === 0) this.socket.destroy();
+    const active = this.queue[0];
+    if (active && !active.requestComplete && !active.finished && nowMs > active.bodyDeadline) {
+      const { status, body } = captureErrorResponse(new CaptureError('body_timeout', `the request body did not arrive within ${this.options.bodyTimeoutMs} ms`));
+      active.interrupt({ status, body: JSON.stringify(body) });
+    }
   }
 
   answered(exchange: Exchange): void {
@@ -99,6 +109,7 @@ export class Connection implements ExchangeOwner {
   }
 
   private start(exchange: Exchange): void {
+    exchange.bodyDeadline = Date.now() + this.options.bodyTimeoutMs;
     // A client waiting for "100 Continue" before sending its body (curl does past 1 MiB).
     if (!exchange.requestComplete && exchange.header('expect').toLowerCase() === '100-continue') this.socket.write('HTTP/1.1 100 Continue\r\n\r\n');
     this.handler(exchange);

@@ -23,6 +23,8 @@ export class Exchange {
   /** The answer, formatted, until it is written. */
   out: string | undefined;
   closeAfter: boolean;
+  /** When its body must have arrived (ms), from the moment it is handed to its handler. */
+  bodyDeadline = Number.POSITIVE_INFINITY;
   private abortHandler: (() => void) | undefined;
   private dataHandler: ((chunk: Buffer, isLast: boolean) => void) | undefined;
   private held: Buffer[] | undefined;

@@ -1,5 +1,6 @@
 // Reads a request body into one buffer under a byte limit, taking its bytes from the node's
-// in-flight budget.
+// in-flight budget as they arrive: a request that declares 20 MiB and sends nothing holds
+// nothing (its wait is bounded by BODY_TIMEOUT, at the connection).
 import type { Exchange } from './exchange.js';
 
 export interface BodyLimits {
@@ -11,10 +12,13 @@ export type BodyOutcome =
   | { kind: 'too_large'; received: number }
   | { kind: 'over_budget' };
 
+/** Bodies up to this size get their whole buffer at once; larger ones grow it as bytes arrive. */
+const FIRST_BUFFER_BYTES = 1024 * 1024;
+
 /**
- * Reads the body into one dedicated buffer (transferable to a thread). With a Content-Length the
- * buffer is allocated once; without, chunks are collected. Stops as soon as the limit is passed.
- * `reserve(n)` asks the node's in-flight budget for n more bytes (false → the caller answers 503).
+ * Reads the body into one dedicated buffer (transferable to a thread). Stops as soon as the limit
+ * is passed. `reserve(n)` asks the node's in-flight budget for n more bytes as they arrive
+ * (false → the caller answers 503).
  */
 export function readBody(
   res: Exchange,
@@ -29,36 +33,26 @@ export function readBody(
     finished = true;
     done(outcome);
   };
-  if (contentLength !== undefined) {
-    if (!reserve(contentLength)) return finish({ kind: 'over_budget' });
-    // Small bodies come from Node's pool (cheap); large ones get their own ArrayBuffer so the
-    // parse pool can take them without a copy.
-    const buffer = contentLength < 64 * 1024 ? Buffer.allocUnsafe(contentLength) : Buffer.allocUnsafeSlow(contentLength);
-    let offset = 0;
-    if (contentLength === 0) return finish({ kind: 'complete', body: buffer });
-    res.onData((chunk, isLast) => {
-      if (finished) return;
-      const bytes = chunk;
-      if (offset + bytes.length > contentLength) return finish({ kind: 'too_large', received: offset + bytes.length });
-      buffer.set(bytes, offset);
-      offset += bytes.length;
-      if (isLast) finish({ kind: 'complete', body: offset === contentLength ? buffer : buffer.subarray(0, offset) });
-    });
-    return;
-  }
-  const chunks: Buffer[] = [];
-  let total = 0;
+  if (contentLength === 0) return finish({ kind: 'complete', body: Buffer.alloc(0) });
+  // With a Content-Length, the buffer is sized for it (small bodies from Node's pool, which is
+  // cheap; large ones in their own ArrayBuffer, so the parse pool takes them without a copy),
+  // but a large one only as far as bytes came: it doubles, up to the declared length.
+  const expected = contentLength ?? 0;
+  let buffer =
+    contentLength === undefined ? Buffer.allocUnsafeSlow(64 * 1024) : expected < 64 * 1024 ? Buffer.allocUnsafe(expected) : Buffer.allocUnsafeSlow(Math.min(expected, FIRST_BUFFER_BYTES));
+  let offset = 0;
   res.onData((chunk, isLast) => {
     if (finished) return;
-    total += chunk.byteLength;
-    if (total > limits.maxBytes) return finish({ kind: 'too_large', received: total });
-    if (!reserve(chunk.byteLength)) return finish({ kind: 'over_budget' });
-    chunks.push(chunk);
-    if (isLast) {
-      const body = Buffer.allocUnsafeSlow(total);
-      let offset = 0;
-      for (const c of chunks) offset += c.copy(body, offset);
-      finish({ kind: 'complete', body });
+    const end = offset + chunk.length;
+    if (end > (contentLength ?? limits.maxBytes)) return finish({ kind: 'too_large', received: end });
+    if (chunk.length > 0 && !reserve(chunk.length)) return finish({ kind: 'over_budget' });
+    if (end > buffer.length) {
+      const bigger = Buffer.allocUnsafeSlow(Math.min(Math.max(end, buffer.length * 2), contentLength ?? limits.maxBytes));
+      buffer.copy(bigger, 0, 0, offset);
+      buffer = bigger;
     }
+    buffer.set(chunk, offset);
+    offset = end;
+    if (isLast) finish({ kind: 'complete', body: offset === buffer.length ? buffer : buffer.subarray(0, offset) });
   });
 }
