@@ -60,6 +60,12 @@ export const ingestConfigDefinition = {
     envInt(128, 1),
     'deepest JSON nesting accepted in a payload (the root is level 1); deeper gets 400 invalid_event. PostHog stops at 128; workers re-serialise events recursively, so thousands of levels would fail them',
   ),
+  maxEventsPerRequest: setting(
+    'MAX_EVENTS_PER_REQUEST',
+    envInt(100_000, 1),
+    'most events one request may carry; more gets 413 too_many_events. A 20 MiB body of realistic ~350-byte events holds ~60k; a gzip of a million tiny events would store thousands of times what was uploaded',
+  ),
+  parseQueueMax: setting('PARSE_QUEUE_MAX', envInt(256, 1), 'bodies waiting for a parse thread; past it new ones get 503 with Retry-After'),
   inflightBudgetBytes: setting('INFLIGHT_BUDGET_BYTES', envBytes('96MiB'), 'request bytes held at once (bodies being read, parsed, published); past it new requests get 503'),
   parseThreads: setting('PARSE_THREADS', envInt(cores, 1), 'worker threads that decode and parse bodies'),
   parseThreadMaxHeap: setting('PARSE_THREAD_MAX_HEAP', envBytes('96MiB'), 'JS heap (old generation) of each parse thread; a body that needs more gets 413 instead of growing the node'),

@@ -19,6 +19,7 @@ export const captureErrors = defineErrors({
   too_many_uploads: { status: 429, type: 'throttled_error', detail: 'too many request bodies in progress from this address, please retry' },
   payload_too_large: { status: 413, type: 'invalid_request', detail: 'maximum request size exceeded' },
   headers_too_large: { status: 431, type: 'invalid_request', detail: 'request line and headers too large' },
+  too_many_events: { status: 413, type: 'invalid_request', detail: 'too many events in one request' },
   event_too_large: { status: 413, type: 'invalid_request', detail: 'maximum event size exceeded' },
   overloaded: { status: 503, type: 'server_error', detail: 'ingest node is at capacity, please retry' },
   unavailable: { status: 503, type: 'server_error', detail: 'transient error, please retry' },

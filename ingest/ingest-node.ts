@@ -13,7 +13,8 @@ import {
   type Logger,
 } from '../lib/index.js';
 import type { IngestConfig } from './config.js';
-import { hotMetrics, InflightBudget, listenHttp, type CaptureDeps } from './http/index.js';
+import { hotMetrics, listenHttp, type CaptureDeps } from './http/index.js';
+import { InflightBudget } from './inflight-budget.js';
 import { messageSizeLimit } from './message-size.js';
 import { createIngestMetrics, type IngestMetrics } from './metrics.js';
 import { ParsePool } from './pool/index.js';
@@ -53,13 +54,22 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   await registry.start();
 
   const maxMessageBytes = messageSizeLimit(config.maxMessageBytes, nc.info?.max_payload);
+  const budget = new InflightBudget(config.inflightBudgetBytes, metrics);
   const pool = new ParsePool(
     {
       threads: config.parseThreads,
       maxHeapBytes: config.parseThreadMaxHeap,
       inlineMaxBytes: config.inlineParseMaxBytes,
-      limits: { maxDecompressedBytes: config.maxDecompressedBytes, maxNestingDepth: config.maxNestingDepth, maxMessageBytes, shardCount: config.shardCount },
+      limits: {
+        maxDecompressedBytes: config.maxDecompressedBytes,
+        maxNestingDepth: config.maxNestingDepth,
+        maxEventsPerRequest: config.maxEventsPerRequest,
+        maxMessageBytes,
+        shardCount: config.shardCount,
+      },
       retryAfterSeconds: config.retryAfterSeconds,
+      maxQueue: config.parseQueueMax,
+      budget,
     },
     registry,
     metrics,
@@ -102,7 +112,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     pool,
     publisher,
     limiter,
-    budget: new InflightBudget(config.inflightBudgetBytes, metrics),
+    budget,
     metrics,
     hot: hotMetrics(metrics),
     log,

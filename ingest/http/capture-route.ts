@@ -7,7 +7,7 @@ import { boundLabels, type IngestMetrics } from '../metrics.js';
 import type { RequestMeta, RouteKind } from '../parse/index.js';
 import type { ParsePool } from '../pool/index.js';
 import { routeSegments, type EventPublisher, type SpikeLimiter } from '../publish/index.js';
-import { Reservation, type InflightBudget } from './inflight-budget.js';
+import { Reservation, type InflightBudget } from '../inflight-budget.js';
 import type { Exchange } from './exchange.js';
 import { readBody } from './read-body.js';
 
@@ -91,6 +91,8 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, exchange: Exc
   }
   const fail = (err: unknown) => {
     const answer = captureErrorResponse(err);
+    // Every 503 says when to come back, also those raised deep in parsing (budget refusals).
+    if (answer.status === 503 && !answer.headers['Retry-After']) answer.headers = { ...answer.headers, 'Retry-After': String(config.retryAfterSeconds) };
     if (answer.status >= 500 && !(err instanceof CaptureError)) deps.log.error({ err, route }, 'capture request failed');
     exchange.answer({ status: answer.status, body: JSON.stringify(answer.body), headers: answer.headers }, origin);
     count(answer.status);
@@ -181,7 +183,7 @@ async function processBody(
   const started = performance.now();
   try {
     meta.nowMs = Date.now();
-    const parsing = deps.pool.parse(body, meta);
+    const parsing = deps.pool.parse(body, meta, reservation);
     const parsed = parsing instanceof Promise ? await parsing : parsing;
     if (!reservation.resize(parsed.data.length)) {
       throw new CaptureError('overloaded', 'ingest node is at capacity (decoded payload), please retry', {

@@ -14,6 +14,13 @@ export interface DecodeInput {
   /** `/e`, `/capture`, `/engage`, `/track`: a result that still looks like base64 is decoded again. */
   legacyPath: boolean;
   maxDecompressedBytes: number;
+  /**
+   * Takes bytes from the node's in-flight budget before they are allocated (decoded output);
+   * false: the node is at its budget (503 overloaded). Absent: nothing is counted.
+   */
+  reserve?: (bytes: number) => boolean;
+  /** Bytes the budget has free now (a hint for how much to ask for). */
+  budgetFree?: () => number;
 }
 
 type Compression = 'gzip' | 'lz64' | 'base64' | undefined;
@@ -68,6 +75,8 @@ function formValueBytes(value: string): Buffer {
   return looksLikeBase64(restored) ? restored : Buffer.from(value, 'utf8');
 }
 
+const overloaded = () => new CaptureError('overloaded', 'ingest node is at capacity (decoded payload), please retry');
+
 const tooLarge = (limit: number, options?: ErrorOptions) =>
   new CaptureError('payload_too_large', `decompressed payload exceeds ${limit} bytes`, {}, options);
 
@@ -76,10 +85,12 @@ const tooLarge = (limit: number, options?: ErrorOptions) =>
  * gigabytes: its size is measured first (without building it), and only a payload within the
  * limit is decompressed. The limit counts UTF-8 bytes, as for gzip, not UTF-16 units.
  */
-function lzString(bytes: Uint8Array, limit: number): string {
+function lzString(bytes: Uint8Array, limit: number, reserve: (bytes: number) => boolean): string {
   const raw = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('latin1');
   const size = lzStringBase64Size(raw, limit);
   if (size.kind === 'over_limit') throw tooLarge(limit);
+  // lz-string builds a JS string (2 bytes per unit, and as many again while it grows).
+  if (size.kind === 'ok' && !reserve(2 * size.bytes)) throw overloaded();
   const out = size.kind === 'ok' ? LZString.decompressFromBase64(raw) : null;
   if (!out) throw new CaptureError('invalid_payload', 'failed to decode request: invalid lz-string data');
   // The measure counts an unpaired surrogate as 2 bytes; encoded (as U+FFFD) it takes 3.
@@ -87,12 +98,23 @@ function lzString(bytes: Uint8Array, limit: number): string {
   return out;
 }
 
-function gunzip(bytes: Uint8Array, limit: number): Buffer {
+/**
+ * Gunzip bounded by what it may allocate: at most `limit`, and never more than the in-flight
+ * budget grants. The grant is taken before decoding (gunzipSync stops at maxOutputLength
+ * without allocating past it); what the output did not use goes back with the request.
+ */
+function gunzip(bytes: Uint8Array, limit: number, reserve: (bytes: number) => boolean, free: () => number): Buffer {
+  let allowance = limit;
+  while (!reserve(allowance)) {
+    // Take what is free (a little at least), in halving steps: the budget is shared.
+    allowance = Math.floor(Math.min(allowance / 2, Math.max(free(), 0)));
+    if (allowance < 64 * 1024) throw overloaded();
+  }
   try {
-    return gunzipSync(bytes, { maxOutputLength: limit });
+    return gunzipSync(bytes, { maxOutputLength: allowance });
   } catch (err) {
     if (err instanceof RangeError || (err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
-      throw tooLarge(limit, { cause: err });
+      throw allowance < limit ? overloaded() : tooLarge(limit, { cause: err });
     }
     throw new CaptureError('invalid_payload', 'failed to decode request: invalid gzip data', {}, { cause: err });
   }
@@ -153,10 +175,11 @@ export function decodePayload(input: DecodeInput): Uint8Array | string {
     decodedBase64 = true;
   }
 
+  const reserve = input.reserve ?? (() => true);
   if (isGzip(payload)) {
-    payload = gunzip(payload, input.maxDecompressedBytes);
+    payload = gunzip(payload, input.maxDecompressedBytes, reserve, input.budgetFree ?? (() => input.maxDecompressedBytes));
   } else if (hint === 'lz64') {
-    return lzString(payload, input.maxDecompressedBytes);
+    return lzString(payload, input.maxDecompressedBytes, reserve);
   } else if (hint === 'base64' && !decodedBase64) {
     payload = fromBase64(payload);
   }

@@ -12,7 +12,15 @@
 //
 // It also enforces the nesting limit (nesting-depth.ts) while it walks each value's brackets,
 // so a large payload is not walked twice for it.
+import { CaptureError } from '../errors.js';
 import { DEFAULT_MAX_NESTING_DEPTH, skipString, tooDeep } from './nesting-depth.js';
+
+/** Default of MAX_EVENTS_PER_REQUEST (see config.ts for why). */
+export const DEFAULT_MAX_EVENTS = 100_000;
+
+export function tooManyEvents(limit: number): CaptureError {
+  return new CaptureError('too_many_events', `a request may carry at most ${limit} events (MAX_EVENTS_PER_REQUEST)`);
+}
 
 const QUOTE = 0x22;
 const OPEN_OBJECT = 0x7b;
@@ -72,13 +80,15 @@ function skipValue(b: Uint8Array, i: number, maxDepth: number, limit: number): n
 }
 
 /** The elements of the array opening at `i`: their ranges, and the index just past `]`. */
-function scanArray(b: Uint8Array, i: number, maxDepth: number, limit: number): { ranges: number[]; end: number } | undefined {
+function scanArray(b: Uint8Array, i: number, maxDepth: number, limit: number, maxEvents = Number.POSITIVE_INFINITY): { ranges: number[]; end: number } | undefined {
   const ranges: number[] = [];
   let j = skipSpace(b, i + 1);
   if (b[j] === CLOSE_ARRAY) return { ranges, end: j + 1 };
   for (;;) {
     const end = skipValue(b, j, maxDepth, limit);
     if (end === -1) return undefined;
+    // Stop here rather than index a million tiny events only to refuse them.
+    if (ranges.length >= 2 * maxEvents) throw tooManyEvents(maxEvents);
     ranges.push(j, end);
     j = skipSpace(b, end);
     const next = b[j];
@@ -97,14 +107,14 @@ function parseSpan(b: Uint8Array, start: number, end: number): unknown {
  * shape (a single event) or anything unusual — the caller then uses JSON.parse on the whole.
  * Throws invalid_event when a value nests deeper than `limit` levels (the root is level 1).
  */
-export function scanPayload(b: Uint8Array, limit = DEFAULT_MAX_NESTING_DEPTH): ScannedPayload | undefined {
+export function scanPayload(b: Uint8Array, limit = DEFAULT_MAX_NESTING_DEPTH, maxEvents = DEFAULT_MAX_EVENTS): ScannedPayload | undefined {
   let i = skipSpace(b, 0);
   let shape: ScannedPayload['shape'];
   let ranges: number[] | undefined;
   const fields: Record<string, unknown> = {};
   const first = b[i];
   if (first === OPEN_ARRAY) {
-    const array = scanArray(b, i, limit - 1, limit);
+    const array = scanArray(b, i, limit - 1, limit, maxEvents);
     if (!array) return undefined;
     shape = 'array';
     ranges = array.ranges;
@@ -128,7 +138,7 @@ export function scanPayload(b: Uint8Array, limit = DEFAULT_MAX_NESTING_DEPTH): S
       i = skipSpace(b, i + 1);
       // A repeated key means "the last one wins" in JSON.parse: leave such oddities to it.
       if (key === 'batch' && b[i] === OPEN_ARRAY && ranges === undefined && !('batch' in fields)) {
-        const array = scanArray(b, i, limit - 2, limit);
+        const array = scanArray(b, i, limit - 2, limit, maxEvents);
         if (!array) return undefined;
         ranges = array.ranges;
         i = array.end;

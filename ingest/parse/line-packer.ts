@@ -73,11 +73,14 @@ export class LinePacker {
     private readonly messageIdSalt?: string,
     /** Bytes of every line's request-dependent fields (see VARYING_ALLOWANCE): the same for all events of a request. */
     private readonly varyingBytes = 0,
+    /** Takes bytes from the in-flight budget before the output buffer grows (false: 503). */
+    private readonly reserve: (bytes: number) => boolean = () => true,
   ) {
     this.buffer = this.allocate(Math.max(256, capacityHint));
   }
 
   private allocate(size: number): Buffer {
+    if (!this.reserve(size)) throw new CaptureError('overloaded', 'ingest node is at capacity (parsed output), please retry');
     return this.transferable ? Buffer.allocUnsafeSlow(size) : Buffer.allocUnsafe(size);
   }
 

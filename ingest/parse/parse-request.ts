@@ -6,6 +6,7 @@ import { decodePayload } from './decode.js';
 import { CaptureError } from '../errors.js';
 import { LinePacker, type PackedLines } from './line-packer.js';
 import { normalizeEvent, type DropReason, type EventContext } from './normalize-event.js';
+import { DEFAULT_MAX_EVENTS } from './envelope-scanner.js';
 import { DEFAULT_MAX_NESTING_DEPTH } from './nesting-depth.js';
 import { readEnvelope, SCAN_MIN_BYTES } from './read-envelope.js';
 import { eventLine } from './sanitize.js';
@@ -31,6 +32,8 @@ export interface ParseLimits {
   maxDecompressedBytes: number;
   /** MAX_NESTING_DEPTH (default DEFAULT_MAX_NESTING_DEPTH): deeper payloads are invalid_event. */
   maxNestingDepth?: number;
+  /** MAX_EVENTS_PER_REQUEST (default DEFAULT_MAX_EVENTS): more is 413 too_many_events. */
+  maxEventsPerRequest?: number;
   maxMessageBytes: number;
   shardCount: number;
 }
@@ -81,6 +84,10 @@ function sentAtOf(bodySentAt: unknown, query: URLSearchParams): number | undefin
 export interface ParseOptions {
   /** Output in a dedicated ArrayBuffer that can be transferred to another thread. */
   transferable: boolean;
+  /** Takes bytes from the node's in-flight budget before decoded or output bytes are allocated. */
+  reserve?: (bytes: number) => boolean;
+  /** Bytes the budget has free now. */
+  budgetFree?: () => number;
 }
 
 export function parseCaptureRequest(
@@ -98,8 +105,10 @@ export function parseCaptureRequest(
     contentEncoding: meta.contentEncoding,
     legacyPath: LEGACY_ROUTES.has(meta.route),
     maxDecompressedBytes: limits.maxDecompressedBytes,
+    reserve: options.reserve,
+    budgetFree: options.budgetFree,
   });
-  const envelope = readEnvelope(payload, SCAN_MIN_BYTES, limits.maxNestingDepth ?? DEFAULT_MAX_NESTING_DEPTH);
+  const envelope = readEnvelope(payload, SCAN_MIN_BYTES, limits.maxNestingDepth ?? DEFAULT_MAX_NESTING_DEPTH, limits.maxEventsPerRequest ?? DEFAULT_MAX_EVENTS);
   if (envelope.count === 0) throw new CaptureError('empty_batch');
 
   // With a batch-level key, events are parsed one at a time below; otherwise every event's own
@@ -141,6 +150,7 @@ export function parseCaptureRequest(
     capacityHint,
     messageIdSalt,
     varyingBytes(ctx),
+    options.reserve,
   );
   for (let i = 0; i < envelope.count; i++) {
     const raw = eventAt(i);

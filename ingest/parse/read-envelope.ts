@@ -2,7 +2,7 @@
 // sent_at?}`, or one event — read so that a large batch is parsed event by event (see
 // envelope-scanner.ts) and everything else with one JSON.parse.
 import { CaptureError } from '../errors.js';
-import { parseScannedEvent, scanPayload } from './envelope-scanner.js';
+import { DEFAULT_MAX_EVENTS, parseScannedEvent, scanPayload, tooManyEvents } from './envelope-scanner.js';
 import { DEFAULT_MAX_NESTING_DEPTH, nestsDeeperThan, tooDeep } from './nesting-depth.js';
 
 export type RawEvent = Record<string, unknown>;
@@ -54,8 +54,14 @@ function fromArray(events: unknown[], fields: Record<string, unknown> | undefine
 export const SCAN_MIN_BYTES = 120 * 1024;
 
 /** Reads a payload's events; invalid_event when it nests deeper than `maxDepth` levels. */
-export function readEnvelope(payload: Uint8Array | string, scanMinBytes = SCAN_MIN_BYTES, maxDepth = DEFAULT_MAX_NESTING_DEPTH): Envelope {
-  const scanned = typeof payload !== 'string' && payload.length >= scanMinBytes ? scanPayload(payload, maxDepth) : undefined;
+export function readEnvelope(payload: Uint8Array | string, scanMinBytes = SCAN_MIN_BYTES, maxDepth = DEFAULT_MAX_NESTING_DEPTH, maxEvents = DEFAULT_MAX_EVENTS): Envelope {
+  const envelope = readShape(payload, scanMinBytes, maxDepth, maxEvents);
+  if (envelope.count > maxEvents) throw tooManyEvents(maxEvents);
+  return envelope;
+}
+
+function readShape(payload: Uint8Array | string, scanMinBytes: number, maxDepth: number, maxEvents: number): Envelope {
+  const scanned = typeof payload !== 'string' && payload.length >= scanMinBytes ? scanPayload(payload, maxDepth, maxEvents) : undefined;
   if (scanned) {
     const bytes = payload as Uint8Array;
     const fields = scanned.shape === 'batch' ? scanned.fields : undefined;

@@ -6,6 +6,7 @@ import { BroadcastChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { runtimeModule } from '../../lib/index.js';
 import { CaptureError } from '../errors.js';
+import { Reservation, SharedBudget } from '../inflight-budget.js';
 import type { IngestMetrics } from '../metrics.js';
 import { isPlainJsonRequest, parseCaptureRequest, type ParsedRequest, type ParseLimits, type RequestMeta } from '../parse/index.js';
 import type { TokenRegistry } from '../token-registry.js';
@@ -23,6 +24,10 @@ export interface ParsePoolOptions {
   limits: ParseLimits;
   /** Retry-After of the 503s a thread answers itself (RETRY_AFTER_SECONDS). */
   retryAfterSeconds: number;
+  /** Bodies waiting for a thread (PARSE_QUEUE_MAX); past it, 503. Default: no bound. */
+  maxQueue?: number;
+  /** The node's in-flight budget: threads take decoded and output bytes from it. Default: none. */
+  budget?: SharedBudget;
 }
 
 export class ParsePool {
@@ -31,6 +36,7 @@ export class ParsePool {
   private broadcastScheduled = false;
   private readonly parsedInline: { inc(): void };
   private readonly parsedInThread: { inc(): void };
+  private readonly budget: SharedBudget;
 
   constructor(
     private readonly options: ParsePoolOptions,
@@ -45,6 +51,7 @@ export class ParsePool {
     registry.onChange(() => this.scheduleBroadcast());
     this.parsedInline = metrics.parses.labels('inline');
     this.parsedInThread = metrics.parses.labels('thread');
+    this.budget = options.budget ?? new SharedBudget(Number.MAX_SAFE_INTEGER);
     const entry = runtimeModule(import.meta.url, './parse-thread');
     this.pool = new Piscina({
       filename: entry.path,
@@ -52,7 +59,13 @@ export class ParsePool {
       minThreads: options.threads,
       maxThreads: options.threads,
       idleTimeout: Number.POSITIVE_INFINITY,
-      workerData: { registryChannel: channelName, retryAfterSeconds: options.retryAfterSeconds } satisfies ParseThreadData,
+      maxQueue: options.maxQueue ?? Number.POSITIVE_INFINITY,
+      workerData: {
+        registryChannel: channelName,
+        retryAfterSeconds: options.retryAfterSeconds,
+        budget: this.budget.shared,
+        budgetLimit: this.budget.limit,
+      } satisfies ParseThreadData,
       resourceLimits: { maxOldGenerationSizeMb: Math.max(16, Math.round(options.maxHeapBytes / 2 ** 20)), maxYoungGenerationSizeMb: 16 },
     });
   }
@@ -61,17 +74,20 @@ export class ParsePool {
     return this.pool.queueSize;
   }
 
-  /** Small plain-JSON bodies are parsed right here and answered synchronously (no promise hop). */
-  parse(body: Uint8Array, meta: RequestMeta): ParsedRequest | Promise<ParsedRequest> {
+  /**
+   * Small plain-JSON bodies are parsed right here and answered synchronously (no promise hop).
+   * What parsing allocates (decoded payload, output) is taken from the budget into `reservation`.
+   */
+  parse(body: Uint8Array, meta: RequestMeta, reservation = new Reservation(this.budget)): ParsedRequest | Promise<ParsedRequest> {
     if (body.length <= this.options.inlineMaxBytes && isPlainJsonRequest(body, meta.query, meta.contentEncoding)) {
       this.parsedInline.inc();
-      return parseCaptureRequest(body, meta, this.options.limits, this.registry.lookup, { transferable: false });
+      return parseCaptureRequest(body, meta, this.options.limits, this.registry.lookup, { transferable: false, reserve: (n) => reservation.grow(n) });
     }
     this.parsedInThread.inc();
-    return this.parseInThread(body, meta);
+    return this.parseInThread(body, meta, reservation);
   }
 
-  private async parseInThread(body: Uint8Array, meta: RequestMeta): Promise<ParsedRequest> {
+  private async parseInThread(body: Uint8Array, meta: RequestMeta, reservation: Reservation): Promise<ParsedRequest> {
     const dedicated = body.byteOffset === 0 && body.buffer.byteLength === body.length ? body : Uint8Array.from(body);
     const task: ParseTask = {
       body: dedicated.buffer as ArrayBuffer,
@@ -80,16 +96,26 @@ export class ParsePool {
       meta,
       limits: this.options.limits,
       registryVersion: this.registry.currentVersion,
+      heldByRequest: reservation.held,
+      reserved: new SharedArrayBuffer(8),
     };
     this.metrics.poolQueueDepth.set(this.pool.queueSize + 1);
     try {
       const result = await this.pool.run(task, { transferList: [task.body] }).catch((err: unknown) => {
+        if ((err as Error).message === 'Task queue is at limit') {
+          throw new CaptureError('overloaded', 'ingest node is at capacity (parse queue), please retry', { headers: { 'Retry-After': String(this.options.retryAfterSeconds) } });
+        }
         if ((err as { code?: string }).code !== 'ERR_WORKER_OUT_OF_MEMORY') throw err;
         throw new CaptureError('payload_too_large', 'payload too large to parse within PARSE_THREAD_MAX_HEAP', {}, { cause: err });
       });
-      if (!result.ok) throw new CaptureError(result.code, result.detail, { attr: result.attr, headers: { ...result.headers } });
+      if (!result.ok) {
+        const headers = result.code === 'overloaded' ? { 'Retry-After': String(this.options.retryAfterSeconds), ...result.headers } : { ...result.headers };
+        throw new CaptureError(result.code, result.detail, { attr: result.attr, headers });
+      }
       return fromWire(result.parsed);
     } finally {
+      // Whatever the thread took (also if it failed or died) is this request's until it ends.
+      reservation.adopt(Number(Atomics.load(new BigInt64Array(task.reserved), 0)));
       this.metrics.poolQueueDepth.set(this.pool.queueSize);
     }
   }

@@ -10,6 +10,10 @@ export interface ParseTask {
   meta: RequestMeta;
   limits: ParseLimits;
   registryVersion: number;
+  /** Bytes the request already holds in the budget (one request alone may pass the budget). */
+  heldByRequest: number;
+  /** One BigInt64: bytes this task took from the shared budget; the event loop gives them back. */
+  reserved: SharedArrayBuffer;
 }
 
 export type ParseTaskResult =
@@ -19,6 +23,9 @@ export type ParseTaskResult =
 /** What each parse thread is started with. */
 export interface ParseThreadData {
   registryChannel: string;
+  /** The node's in-flight budget (inflight-budget.ts): its shared count and its limit. */
+  budget: SharedArrayBuffer;
+  budgetLimit: number;
   /** Retry-After of the 503s a thread answers itself (RETRY_AFTER_SECONDS). */
   retryAfterSeconds: number;
 }

@@ -2,19 +2,30 @@
 // ArrayBuffer; the result goes back as transferred buffers, never as cloned event objects.
 import { move, transferableSymbol, valueSymbol, workerData } from 'piscina';
 import { CaptureError } from '../errors.js';
+import { SharedBudget } from '../inflight-budget.js';
 import { parseCaptureRequest } from '../parse/index.js';
 import type { ParseTask, ParseTaskResult, ParseThreadData } from './parse-task.js';
 import { toWire } from './parsed-wire.js';
 import { RegistryReplica } from './registry-replica.js';
 
-const { registryChannel, retryAfterSeconds } = workerData as ParseThreadData;
+const { registryChannel, retryAfterSeconds, budget: budgetMemory, budgetLimit } = workerData as ParseThreadData;
 const replica = new RegistryReplica(registryChannel, { retryAfterSeconds });
+const budget = new SharedBudget(budgetLimit, budgetMemory);
 
 export default async function parseInThread(task: ParseTask): Promise<ParseTaskResult> {
   try {
     await replica.atLeast(task.registryVersion);
     const body = new Uint8Array(task.body, task.byteOffset, task.byteLength);
-    const parsed = toWire(parseCaptureRequest(body, task.meta, task.limits, replica.lookup));
+    // Decoded and output bytes are taken from the node's budget before they are allocated; the
+    // task's count is shared, so the event loop gives them back even if this thread dies.
+    const reserved = new BigInt64Array(task.reserved);
+    const reserve = (bytes: number) => {
+      if (!budget.tryReserve(bytes, task.heldByRequest + Number(Atomics.load(reserved, 0)))) return false;
+      Atomics.add(reserved, 0, BigInt(bytes));
+      return true;
+    };
+    const budgetFree = () => budget.limit - budget.usedBytes;
+    const parsed = toWire(parseCaptureRequest(body, task.meta, task.limits, replica.lookup, { transferable: true, reserve, budgetFree }));
     const result: ParseTaskResult = { ok: true, parsed };
     return move({
       get [transferableSymbol]() {
