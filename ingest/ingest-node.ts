@@ -109,6 +109,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   const inflight: CaptureDeps['inflight'] = { count: 0 };
   const captureDeps: CaptureDeps = {
     config,
+    maxMessageBytes,
     pool,
     publisher,
     limiter,

@@ -39,6 +39,8 @@ export function hotMetrics(metrics: IngestMetrics): HotMetrics {
 
 export interface CaptureDeps {
   config: IngestConfig;
+  /** From messageSizeLimit (message-size.ts). */
+  maxMessageBytes: number;
   pool: ParsePool;
   publisher: EventPublisher;
   limiter: SpikeLimiter;

@@ -28,7 +28,7 @@ const streamsOf = (items: { subject: string; count: number }[]) => items.map((i)
 describe('capture routing', () => {
   it('capture routing - a new distinct_id sending 1,001 events in one request stays on EVENTS', () => {
     const limiter = new SpikeLimiter({ perSecond: 100, burst: 1000, maxTracked: 100 });
-    const items = routeSegments(parsed([['new', 3, 1001]]), { limiter });
+    const items = routeSegments(parsed([['new', 3, 1001]]), { limiter, maxMessageBytes: 1 << 20 });
     expect(items).toEqual([expect.objectContaining({ subject: subjectFor('events', 1, 3), count: 1001 })]);
     limiter.close();
   });
@@ -38,14 +38,14 @@ describe('capture routing', () => {
     // `big` is cut into three segments (message size); a second decision per segment would
     // send the second and third to OVERFLOW after the first spent the burst.
     const request = parsed([['big', 2, 900], ['big', 2, 900], ['big', 2, 900], ['other', 5, 1]]);
-    expect(streamsOf(routeSegments(request, { limiter }))).toEqual([
+    expect(streamsOf(routeSegments(request, { limiter, maxMessageBytes: 900 }))).toEqual([
       ['events', 900],
       ['events', 900],
       ['events', 900],
       ['events', 1],
     ]);
     // In debt now: the whole of `big` goes to OVERFLOW, `other` still has tokens.
-    expect(streamsOf(routeSegments(request, { limiter }))).toEqual([
+    expect(streamsOf(routeSegments(request, { limiter, maxMessageBytes: 900 }))).toEqual([
       ['overflow', 900],
       ['overflow', 900],
       ['overflow', 900],
