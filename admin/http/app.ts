@@ -7,6 +7,7 @@ import type { Services } from '../services.js';
 import { apiError, toErrorResponse } from '../errors.js';
 import { API_KEY_FIELD, authenticate, requireScope } from './authenticate.js';
 import { buildOpenApiDocument } from './openapi.js';
+import { requestLogger } from './request-log.js';
 import { bodyReader, type Route } from './route.js';
 import { validate } from './validation.js';
 
@@ -61,7 +62,7 @@ function sendError(err: unknown, request: FastifyRequest, reply: FastifyReply): 
 export function buildApp(options: AppOptions) {
   const { services } = options;
   const app = Fastify({
-    loggerInstance: services.log,
+    loggerInstance: requestLogger(services.log),
     bodyLimit: services.config.bodyLimit,
     trustProxy: services.config.trustProxy,
     routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
