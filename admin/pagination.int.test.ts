@@ -108,6 +108,29 @@ describe('pagination', () => {
     }
   });
 
+  it('pagination - a limit above 1,000 answers 1,000 results, and the links walk the rest at 1,000', async () => {
+    const big = await f.newUser('owner@big.pages.example');
+    await f.db.query(
+      `insert into organization_domains (organization_id, domain, verification_challenge)
+       select $1, 'd' || i || '.big.example', 'challenge' from generate_series(1, 2345) i`,
+      [big.organizationId],
+    );
+    const path = `/api/organizations/${big.organizationId}/domains/`;
+    const first = await f.api('GET', `${path}?limit=5000`, { key: big.key });
+    expect(first.status).toBe(200);
+    expect(first.body.count).toBe(2345);
+    expect(first.body.results).toHaveLength(1000);
+    expect(first.body.next).toBe(`${f.url}${path}?limit=1000&offset=1000`);
+    const seen = new Set(ids(first.body));
+    let next: string | null = first.body.next;
+    while (next) {
+      const page = (await f.api('GET', next, { key: big.key })).body;
+      for (const id of ids(page)) seen.add(id);
+      next = page.next;
+    }
+    expect(seen.size).toBe(2345);
+  });
+
   it('pagination - lists with equal timestamps keep a stable order (id tiebreaker)', async () => {
     const first = ids((await f.api('GET', lists.invites!, { key: owner.key })).body);
     const second = ids((await f.api('GET', lists.invites!, { key: owner.key })).body);

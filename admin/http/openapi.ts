@@ -3,6 +3,7 @@
 // which is what OpenAPI 3.1 uses).
 import { z } from 'zod';
 import { apiSchemas } from '../schemas.js';
+import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
 import type { Route } from './route.js';
 
 type Json = Record<string, unknown>;
@@ -35,7 +36,7 @@ function operation(route: Route): Json {
   }
   if (route.paginated) {
     parameters.push(
-      { name: 'limit', in: 'query', required: false, description: 'Results per page (default 100)', schema: { type: 'integer', minimum: 1 } },
+      { name: 'limit', in: 'query', required: false, description: `Results per page (default ${DEFAULT_LIMIT}, at most ${MAX_LIMIT}: a larger value means ${MAX_LIMIT})`, schema: { type: 'integer', minimum: 1 } },
       { name: 'offset', in: 'query', required: false, description: 'Index of the first result (default 0)', schema: { type: 'integer', minimum: 0 } },
     );
   }
@@ -104,7 +105,8 @@ export function buildOpenApiDocument(routes: readonly Route[], version: string):
       description:
         'Organizations, domains, invites, members, projects, batch exports, pipeline plugins and plugin configs of a Spate cluster. ' +
         'Authenticate with `Authorization: Bearer <personal API key>`. Errors are ' +
-        '`{"type","code","detail","attr"}`. Lists take `limit` (default 100) and `offset`.',
+        '`{"type","code","detail","attr"}`. ' +
+        `Lists take \`limit\` (default ${DEFAULT_LIMIT}, at most ${MAX_LIMIT}) and \`offset\`.`,
     },
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
     paths,

@@ -9,6 +9,17 @@ describe('pagination', () => {
     expect(pageOf({ limit: ['3', '9'] }).limit).toBe(9);
   });
 
+  it('pagination - a limit above 1,000 means 1,000, and the links carry 1,000', () => {
+    expect(pageOf({ limit: '1000' }).limit).toBe(1000);
+    expect(pageOf({ limit: '1001' }).limit).toBe(1000);
+    expect(pageOf({ limit: '99999999999999999999' }).limit).toBe(1000);
+    const page = pageOf({ limit: '5000', offset: '1000' });
+    expect(paginate(new URL('http://h/api/x/?limit=5000&offset=1000'), page, 2500, [])).toMatchObject({
+      next: 'http://h/api/x/?limit=1000&offset=2000',
+      previous: 'http://h/api/x/?limit=1000',
+    });
+  });
+
   it('pagination - a bad or negative offset is 0; huge numbers are capped, never an SQL error', () => {
     for (const offset of ['-1', 'x', '2.5']) expect(pageOf({ offset }).offset, offset).toBe(0);
     expect(pageOf({ offset: '40' }).offset).toBe(40);

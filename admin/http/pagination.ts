@@ -15,6 +15,8 @@ export interface Paginated<T> {
 }
 
 export const DEFAULT_LIMIT = 100;
+/** Most results one page holds (a larger `limit` means this). */
+export const MAX_LIMIT = 1_000;
 
 function parseInteger(value: unknown): number | undefined {
   const text: unknown = Array.isArray(value) ? (value as unknown[]).at(-1) : value;
@@ -27,7 +29,7 @@ export function pageOf(query: Record<string, unknown>): Page {
   const limit = parseInteger(query.limit);
   const offset = parseInteger(query.offset);
   return {
-    limit: limit !== undefined && limit > 0 ? limit : DEFAULT_LIMIT,
+    limit: limit !== undefined && limit > 0 ? Math.min(limit, MAX_LIMIT) : DEFAULT_LIMIT,
     offset: offset !== undefined && offset >= 0 ? offset : 0,
   };
 }
