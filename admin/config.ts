@@ -68,6 +68,16 @@ export const adminConfigDefinition = {
     'Trust X-Forwarded-Proto/Host from a reverse proxy when building absolute pagination URLs.',
   ),
   bodyLimit: setting('ADMIN_BODY_LIMIT', envBytes('1MiB'), 'Largest request body accepted (larger answers 413).'),
+  headersTimeout: setting(
+    'ADMIN_HEADERS_TIMEOUT',
+    envDuration('10s'),
+    "How long a client may take to send a request's headers; slower answers 408 and the connection is closed (at most ADMIN_REQUEST_TIMEOUT).",
+  ),
+  requestTimeout: setting(
+    'ADMIN_REQUEST_TIMEOUT',
+    envDuration('30s'),
+    'How long a client may take to send a whole request, headers and body; slower answers 408 and the connection is closed.',
+  ),
   dnsResolver: setting(
     'DNS_RESOLVER',
     resolverList,

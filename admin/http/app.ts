@@ -61,9 +61,17 @@ function sendError(err: unknown, request: FastifyRequest, reply: FastifyReply): 
 
 export function buildApp(options: AppOptions) {
   const { services } = options;
+  const { requestTimeout } = services.config;
+  const headersTimeout = Math.min(services.config.headersTimeout, requestTimeout);
   const app = Fastify({
     loggerInstance: requestLogger(services.log),
     bodyLimit: services.config.bodyLimit,
+    // Node answers 408 and closes the connection of a client too slow with its headers or its
+    // whole request (Fastify's default is no limit at all, so a few slow clients could hold
+    // sockets and memory forever). Node looks for expired requests every
+    // connectionsCheckingInterval (30 s by default), far coarser than the timeouts.
+    requestTimeout,
+    http: { requestTimeout, headersTimeout, connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(headersTimeout / 4))) },
     trustProxy: services.config.trustProxy,
     routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
     return503OnClosing: true,
