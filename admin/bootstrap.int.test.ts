@@ -47,7 +47,7 @@ describe('bootstrap', () => {
     try {
       const headers = { authorization: `Bearer ${result.personalApiKey}` };
       const org = await (await fetch(`${admin.url}/api/organizations/${result.organizationId}/`, { headers })).json();
-      expect(org).toMatchObject({ id: result.organizationId, membership_level: 15 });
+      expect(org).toMatchObject({ id: result.organizationId, membership_level: 15, plugins_access_level: 9 });
       const project = await (await fetch(`${admin.url}/api/projects/1/`, { headers })).json();
       expect(project).toMatchObject({ id: 1, api_token: result.projectApiKey, organization: result.organizationId });
     } finally {

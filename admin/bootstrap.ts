@@ -11,7 +11,7 @@ import { migrate } from './db/migrate.js';
 import { inTransaction } from './db/pool.js';
 import { openProjectsKv } from './projects-kv.js';
 import { createPersonalApiKey, keyExists } from './store/keys.js';
-import { createOrganization } from './store/organizations.js';
+import { createOrganization, PLUGINS_ACCESS } from './store/organizations.js';
 import { createProject, DEFAULT_PROJECT_NAME, findProject } from './store/projects.js';
 import { ensureUser, type UserRow } from './store/users.js';
 
@@ -92,7 +92,12 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Boots
         if (exists.rowCount === 0) organizationId = null;
       }
       if (organizationId === null) {
-        const created = await createOrganization(db, user.id, { name: options.organizationName ?? 'Spate' }, options.projectName ?? DEFAULT_PROJECT_NAME);
+        // The operator's own organization manages the cluster's plugins, global ones included (as
+        // PostHog's single-tenant default): other organizations start at 3 and use them.
+        const created = await createOrganization(db, user.id, { name: options.organizationName ?? 'Spate' }, {
+          projectName: options.projectName ?? DEFAULT_PROJECT_NAME,
+          pluginsAccessLevel: PLUGINS_ACCESS.root,
+        });
         organizationId = created.id;
         project = created.project;
       } else if (!project) {

@@ -13,6 +13,7 @@ import { inTransaction } from './db/pool.js';
 import { normalizeEmail } from './http/validation.js';
 import { createPersonalApiKey } from './store/keys.js';
 import { countOwners, findMemberByUserId, upsertMembership } from './store/members.js';
+import { PLUGINS_ACCESS } from './store/organizations.js';
 import { ensureUser, findUserByEmail } from './store/users.js';
 
 export const ADMIN_USAGE = `usage:
@@ -26,6 +27,10 @@ export const ADMIN_USAGE = `usage:
   spate admin key --email E --scopes SCOPE[,SCOPE…]|'*' [--organizations ORG_ID[,…]]
       creates a personal API key for that user, optionally limited to some organizations;
       prints the key as the last line
+  spate admin organization --id ORG_ID --plugins-access-level 0|3|6|9
+      sets what the organization may do with plugins: 0 nothing, 3 configure the plugins it
+      sees (the default of new organizations), 6 also install its own (their code runs in the
+      shared workers), 9 also make them global (every organization sees them)
 
 The database is DATABASE_URL, else databaseUrl of $SPATE_DATA_DIR/cluster.json.`;
 
@@ -164,6 +169,29 @@ async function keyCommand(args: string[], io: CliIo): Promise<void> {
   io.out(key);
 }
 
+async function organizationCommand(args: string[], io: CliIo): Promise<void> {
+  const { values } = parseArgs({ args, options: { id: { type: 'string' }, 'plugins-access-level': { type: 'string' } }, strict: true });
+  const id = values.id;
+  if (id === undefined || !isUuid(id)) throw new UsageError(`--id must be an organization id (uuid), not ${String(id)}`);
+  const raw = values['plugins-access-level'];
+  if (raw === undefined) throw new UsageError('--plugins-access-level is required');
+  const level = Number(raw);
+  if (!(Object.values(PLUGINS_ACCESS) as number[]).includes(level)) {
+    throw new UsageError(`--plugins-access-level must be 0, 3, 6 or 9, not ${raw}`);
+  }
+  await withDatabase(io.env, async (pool) => {
+    const { rows } = await pool.query<{ name: string; before: number }>(
+      `update organizations o set plugins_access_level = $2, updated_at = clock_timestamp()
+       from (select plugins_access_level as before from organizations where id = $1 for update) b
+       where o.id = $1 returning o.name, b.before`,
+      [id, level],
+    );
+    if (!rows[0]) throw new Error(`no organization ${id}`);
+    io.out(`${rows[0].name} (${id}): plugins_access_level ${rows[0].before} -> ${level}`);
+  });
+  io.out(String(level));
+}
+
 function kvReplicasFrom(env: NodeJS.ProcessEnv): number {
   const raw = env.PROJECTS_KV_REPLICAS;
   if (raw === undefined || raw === '') return 1;
@@ -215,6 +243,7 @@ const subcommands: Record<string, (args: string[], io: CliIo) => Promise<void>> 
   bootstrap: bootstrapCommand,
   user: userCommand,
   key: keyCommand,
+  organization: organizationCommand,
 };
 
 /** Runs `spate admin <args>`; returns the exit code (0 ok, 1 failed, 2 bad usage). */

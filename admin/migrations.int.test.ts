@@ -61,7 +61,7 @@ describe('migrations', () => {
   });
 
   it('migrations - the pipelines migration applies on top of an existing first version, keeping its data', async () => {
-    expect(ALL).toEqual(['1764000000000_admin-initial', '1765000000000_admin-pipelines']);
+    expect(ALL.slice(0, 2)).toEqual(['1764000000000_admin-initial', '1765000000000_admin-pipelines']);
     const databaseUrl = await freshDatabase();
     expect(await migrate(databaseUrl, undefined, { count: 1 })).toEqual([ALL[0]]);
     const client = new pg.Client({ connectionString: databaseUrl });
@@ -69,13 +69,34 @@ describe('migrations', () => {
     try {
       const org = (await client.query("insert into organizations (name, slug) values ('Old', 'old') returning id")).rows[0].id;
       const project = (await client.query("insert into projects (organization_id, name, api_token) values ($1, 'P', 'phc_old') returning id", [org])).rows[0].id;
-      expect(await migrate(databaseUrl)).toEqual([ALL[1]]);
+      expect(await migrate(databaseUrl, undefined, { count: 1 })).toEqual([ALL[1]]);
       expect((await client.query('select name from projects where id = $1', [project])).rows).toEqual([{ name: 'P' }]);
       const exp = await client.query(
         `insert into batch_exports (team_id, name, destination_type, "interval") values ($1, 'e', 'NoOp', 'hour') returning model, paused, deleted`,
         [project],
       );
       expect(exp.rows).toEqual([{ model: 'events', paused: false, deleted: false }]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('migrations - existing organizations keep their plugins_access_level; new ones start at 3', async () => {
+    const databaseUrl = await freshDatabase();
+    const before = ALL.indexOf('1766200000000_admin-plugins-access-default');
+    expect(before).toBeGreaterThan(0);
+    await migrate(databaseUrl, undefined, { count: before });
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      await client.query("insert into organizations (name, slug) values ('Old', 'old')");
+      await migrate(databaseUrl);
+      await client.query("insert into organizations (name, slug) values ('New', 'new')");
+      const { rows } = await client.query('select slug, plugins_access_level from organizations order by slug');
+      expect(rows).toEqual([
+        { slug: 'new', plugins_access_level: 3 },
+        { slug: 'old', plugins_access_level: 9 },
+      ]);
     } finally {
       await client.end();
     }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
+import { runAdminCli } from './index.js';
 import { organizationSchema, paginatedOrganizations } from './schemas.js';
 
 let f: AdminFixture;
@@ -45,6 +46,33 @@ describe('organizations', () => {
     expect(members.body.results.map((m: { user: { email: string }; level: number }) => [m.user.email, m.level])).toEqual([['owner@example.com', 15]]);
     const project = await f.api('GET', `/api/projects/${org.teams[0]!.id as number}/`, { key: owner.key });
     expect(project.status).toBe(200);
+  });
+
+  it('organizations - a new organization configures plugins but cannot install them (level 3) until the operator allows it', async () => {
+    const org = (await f.api('POST', '/api/organizations/', { key: owner.key, body: { name: 'Tenant' } })).body;
+    expect(org.plugins_access_level).toBe(3);
+    const destinations = `/api/organizations/${org.id}/pipeline_destinations/`;
+    expect((await f.api('GET', destinations, { key: owner.key })).status).toBe(200);
+    const refused = await f.api('POST', destinations, { key: owner.key, body: { name: 'Own code' } });
+    expect(refused.status).toBe(403);
+    expect(refused.body.detail).toBe("Your organization's plugin access level is insufficient.");
+
+    const cli = async (args: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runAdminCli(args, { out: (l) => out.push(l), err: (l) => err.push(l), env: { DATABASE_URL: f.databaseUrl } });
+      return { code, out, err: err.join('\n') };
+    };
+    expect((await cli(['organization', '--id', org.id, '--plugins-access-level', '7'])).code).toBe(2);
+    expect((await cli(['organization', '--id', '00000000-0000-4000-8000-000000000000', '--plugins-access-level', '6'])).code).toBe(1);
+    const raised = await cli(['organization', '--id', org.id, '--plugins-access-level', '6']);
+    expect(raised).toMatchObject({ code: 0, out: ['Tenant (' + String(org.id) + '): plugins_access_level 3 -> 6', '6'] });
+
+    expect((await f.api('GET', `/api/organizations/${org.id}/`, { key: owner.key })).body.plugins_access_level).toBe(6);
+    expect((await f.api('POST', destinations, { key: owner.key, body: { name: 'Own code' } })).status).toBe(201);
+    const global = await f.api('POST', destinations, { key: owner.key, body: { name: 'For everyone', is_global: true } });
+    expect(global.status).toBe(403);
+    expect(global.body.detail).toBe("This organization can't manage global plugins!");
   });
 
   it('organizations - equal names get distinct slugs, also when created concurrently', async () => {

@@ -24,7 +24,7 @@ export async function pluginsAccessLevel(db: Queryable, organizationId: string):
   return rows[0]?.plugins_access_level ?? 0;
 }
 
-export const PLUGINS_ACCESS = { config: 3, install: 6, root: 9 } as const;
+export { PLUGINS_ACCESS } from '../store/organizations.js';
 
 /** The project if the key may see it (as /api/projects/:id/ decides), else 404. */
 export async function projectOr404(db: Queryable, principal: Principal, projectId: number, lock = false): Promise<ProjectRow & { level: number }> {

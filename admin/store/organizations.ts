@@ -6,6 +6,9 @@ import { slugCandidate, slugify } from '../slug.js';
 import { createProject, DEFAULT_PROJECT_NAME, type ProjectRow } from './projects.js';
 
 export const LEVEL = { member: 1, admin: 8, owner: 15 } as const;
+/** plugins_access_level: 0 none, 3 configure, 6 install, 9 root (global plugins). */
+export const PLUGINS_ACCESS = { none: 0, config: 3, install: 6, root: 9 } as const;
+export type PluginsAccessLevel = (typeof PLUGINS_ACCESS)[keyof typeof PLUGINS_ACCESS];
 export type Level = 1 | 8 | 15;
 
 export interface OrganizationJson {
@@ -158,22 +161,31 @@ export async function createOrganization(
   db: Queryable,
   userId: number,
   fields: OrganizationFields & { name: string },
-  projectName = DEFAULT_PROJECT_NAME,
+  options: { projectName?: string; pluginsAccessLevel?: PluginsAccessLevel } = {},
 ): Promise<{ id: string; project: ProjectRow }> {
   const base = slugify(fields.name);
+  // Without a level, the column's default applies (3: configure plugins, install none).
+  const level = options.pluginsAccessLevel === undefined ? { column: '', value: '' } : { column: ', plugins_access_level', value: ', $6' };
   let id: string | undefined;
   for (let attempt = 0; id === undefined; attempt++) {
     const { rows } = await db.query<{ id: string }>(
-      `insert into organizations (name, slug, logo_media_id, is_member_join_email_enabled, enforce_2fa)
-       values ($1, $2, $3, coalesce($4, true), $5)
+      `insert into organizations (name, slug, logo_media_id, is_member_join_email_enabled, enforce_2fa${level.column})
+       values ($1, $2, $3, coalesce($4, true), $5${level.value})
        on conflict (slug) do nothing returning id`,
-      [fields.name, slugCandidate(base, attempt), fields.logo_media_id ?? null, fields.is_member_join_email_enabled ?? null, fields.enforce_2fa ?? null],
+      [
+        fields.name,
+        slugCandidate(base, attempt),
+        fields.logo_media_id ?? null,
+        fields.is_member_join_email_enabled ?? null,
+        fields.enforce_2fa ?? null,
+        ...(options.pluginsAccessLevel === undefined ? [] : [options.pluginsAccessLevel]),
+      ],
     );
     id = rows[0]?.id;
     if (attempt > 20 && id === undefined) throw new Error(`no free slug for ${base}`);
   }
   await db.query('insert into organization_memberships (organization_id, user_id, level) values ($1, $2, $3)', [id, userId, LEVEL.owner]);
-  const project = await createProject(db, id, projectName);
+  const project = await createProject(db, id, options.projectName ?? DEFAULT_PROJECT_NAME);
   return { id, project };
 }
 

@@ -99,7 +99,9 @@ export async function startAdminFixture(env: Record<string, string> = {}): Promi
 
   const newUser = async (email: string, options: { scopes?: string[]; organizationName?: string } = {}): Promise<TestUser> => {
     const { user } = await ensureUser(db, email);
-    const { id, project } = await createOrganization(db, user.id, { name: options.organizationName ?? `Org of ${email}` });
+    // As bootstrap makes the first one: tests of plugins install them (organizations made through
+    // the API start at the default level, and tests of that make them so).
+    const { id, project } = await createOrganization(db, user.id, { name: options.organizationName ?? `Org of ${email}` }, { pluginsAccessLevel: 9 });
     const key = await newKey(user.id, options.scopes ?? ['*']);
     return { id: user.id, uuid: user.uuid, email, key, organizationId: id, projectId: project.id, projectApiKey: project.api_token };
   };
