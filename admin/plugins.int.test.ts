@@ -204,7 +204,14 @@ describe('pipeline plugins', () => {
     expect(orgDelete.status).toBe(400);
     expect(orgDelete.body.detail).toMatch(/^1 plugin config\(s\) in other organizations' projects/);
     expect((await f.api('GET', `/api/projects/${user.projectId}/plugin_configs/${config.body.id}/`, { key: user.key })).status).toBe(200);
+    // So is uninstalling the plugin itself.
+    const pluginDelete = await f.api('DELETE', `${makerBase}${global.id}/`, { key: maker.key });
+    expect(pluginDelete.status).toBe(400);
+    expect(pluginDelete.body).toEqual(validation("1 plugin config(s) in other organizations' projects use this plugin; they must be removed there first.", null));
+    expect((await f.api('GET', `/api/projects/${user.projectId}/plugin_configs/${config.body.id}/`, { key: user.key })).status).toBe(200);
+    expect((await f.api('GET', `${makerBase}${global.id}/`, { key: maker.key })).status).toBe(200);
     expect((await f.api('DELETE', `/api/projects/${user.projectId}/plugin_configs/${config.body.id}/`, { key: user.key })).status).toBe(204);
+    expect((await f.api('DELETE', `${makerBase}${global.id}/`, { key: maker.key })).status).toBe(204);
     expect((await f.api('DELETE', `/api/organizations/${maker.organizationId}/`, { key: maker.key })).status).toBe(204);
   });
 

@@ -32,6 +32,7 @@ import type { Services } from '../services.js';
 import { changesBetween, logActivity } from '../store/activity.js';
 import type { OrganizationAccess } from '../store/organizations.js';
 import {
+  configsInOtherOrganizations,
   createPlugin,
   deletePlugin,
   findPlugin,
@@ -242,16 +243,25 @@ function collectionRoutes(collection: PluginCollection): Route[] {
       path: `${base}:id/`,
       scope: 'plugin:write',
       operationId: op('destroy'),
-      summary: 'Uninstall a plugin: it and every config of it are deleted (a global plugin must be made local first)',
+      summary:
+        "Uninstall a plugin: it and every config of it are deleted (a global plugin must be made local first; one that other organizations' projects configured while it was global is refused until they remove their configs)",
       tag,
       params: pluginPath,
       response: { status: 204, description: 'Deleted' },
-      errors: [403],
+      errors: [400, 403],
       async handler({ principal, params, services }) {
         const teams = await inTransaction(services.pool, async (db) => {
           const { org } = await pluginOrganization(db, principal, params.organization_id, 'write');
           const plugin = await ownPlugin(db, org, kind, params.id, 'forbidden');
           if (plugin.is_global) throw apiError('validation_error', 'This plugin is marked as global! Make it local before uninstallation');
+          // As for deleting the organization: other organizations' configs would go with it.
+          const elsewhere = await configsInOtherOrganizations(db, plugin.id, org.id);
+          if (elsewhere > 0) {
+            throw apiError(
+              'validation_error',
+              `${elsewhere} plugin config(s) in other organizations' projects use this plugin; they must be removed there first.`,
+            );
+          }
           const teams = await teamsUsing(db, plugin.id);
           await deletePlugin(db, plugin.id);
           await logActivity(db, { organizationId: org.id, userId: principal.userId, scope: 'Plugin', itemId: plugin.id, activity: 'uninstalled', name: plugin.name });

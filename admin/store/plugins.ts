@@ -160,6 +160,22 @@ export async function updatePlugin(db: Queryable, id: number, fields: PluginFiel
   return getPlugin(db, id);
 }
 
+/**
+ * Configs of the plugin in projects of other organizations (it was global when they set it up).
+ * Deleting the plugin would delete them too.
+ */
+export async function configsInOtherOrganizations(db: Queryable, pluginId: number, organizationId: string): Promise<number> {
+  // A config being created holds a key-share lock on its plugin (the foreign key), which only
+  // FOR UPDATE waits for: every config is either counted here or waits for this transaction.
+  await db.query('select 1 from plugins where id = $1 for update', [pluginId]);
+  const { rows } = await db.query<{ n: number }>(
+    `select count(*)::int as n from plugin_configs c join projects t on t.id = c.team_id
+     where c.plugin_id = $1 and t.organization_id <> $2 and not c.deleted`,
+    [pluginId, organizationId],
+  );
+  return rows[0]!.n;
+}
+
 export async function deletePlugin(db: Queryable, id: number): Promise<void> {
   await db.query('delete from plugins where id = $1', [id]);
 }
