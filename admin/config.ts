@@ -91,6 +91,17 @@ export const adminConfigDefinition = {
     'SMTP server for invite emails, e.g. smtp://user:pass@mail.example.com:587; empty sends no emails.',
   ),
   smtpFrom: setting('SMTP_FROM', envString('Spate <no-reply@localhost>'), 'Sender address of invite emails.'),
+  inviteEmailsPerOrganization: setting(
+    'INVITE_EMAILS_PER_ORGANIZATION',
+    envInt(200, 1),
+    'Invite emails one organization may send per INVITE_EMAIL_WINDOW; an invite that would send more answers 429 (nothing is created).',
+  ),
+  inviteEmailsPerAddress: setting(
+    'INVITE_EMAILS_PER_ADDRESS',
+    envInt(5, 1),
+    'Invite emails one address may receive per INVITE_EMAIL_WINDOW, from all organizations together; more answers 429.',
+  ),
+  inviteEmailWindow: setting('INVITE_EMAIL_WINDOW', envDuration('1d'), 'The sliding window of INVITE_EMAILS_PER_ORGANIZATION and INVITE_EMAILS_PER_ADDRESS.'),
   logLevel: setting(
     'LOG_LEVEL',
     z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -24,6 +24,7 @@ export const adminErrors = defineErrors({
   method_not_allowed: { status: 405, type: 'invalid_request', detail: 'Method not allowed.' },
   request_too_large: { status: 413, type: 'invalid_request', detail: 'Request body is too large.' },
   unsupported_media_type: { status: 415, type: 'invalid_request', detail: 'Unsupported media type in request.' },
+  throttled: { status: 429, type: 'throttled_error', detail: 'Request was throttled.' },
   verification_unavailable: {
     status: 503,
     type: 'server_error',

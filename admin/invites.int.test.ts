@@ -237,4 +237,63 @@ describe('invites', () => {
     const list = await mailing.api('GET', `/api/organizations/${u.organizationId}/invites/`, { key: u.key });
     expect(list.body.results.every((i: { is_expired: boolean }) => i.is_expired)).toBe(true);
   });
+
+  it('invites - invite emails are rate-limited per address (across organizations) and per organization: 429 with Retry-After', async () => {
+    await using smtp = await startSmtpServer();
+    await using mailing = await startAdminFixture({
+      SMTP_URL: smtp.url,
+      INVITE_EMAILS_PER_ORGANIZATION: '4',
+      INVITE_EMAILS_PER_ADDRESS: '2',
+      INVITE_EMAIL_WINDOW: '1h',
+    });
+    const a = await mailing.newUser('a@limits.example', { organizationName: 'A' });
+    const b = await mailing.newUser('b@limits.example', { organizationName: 'B' });
+    const send = (u: TestUser, body: unknown, bulk = false) =>
+      mailing.api('POST', `/api/organizations/${u.organizationId}/invites/${bulk ? 'bulk/' : ''}`, { key: u.key, body });
+    const throttled = (res: { status: number; headers: Headers; body: { type: string; code: string; detail: string } }, atLeast: number, atMost: number) => {
+      expect(res.status).toBe(429);
+      expect(res.body).toMatchObject({ type: 'throttled_error', code: 'throttled', attr: null });
+      const seconds = Number(res.headers.get('retry-after'));
+      expect(res.body.detail).toBe(`Request was throttled. Expected available in ${seconds} seconds.`);
+      expect(seconds).toBeGreaterThanOrEqual(atLeast);
+      expect(seconds).toBeLessThanOrEqual(atMost);
+    };
+
+    // One address: 2 emails, whoever sends them; a third (another organization, another casing) is refused.
+    expect((await send(a, { target_email: 'target@victim.example' })).status).toBe(201);
+    expect((await send(a, { target_email: 'target@victim.example' })).status).toBe(201);
+    throttled(await send(b, { target_email: 'Target@Victim.example' }), 3590, 3600);
+    // An invite that sends no email is not limited.
+    expect((await send(b, { target_email: 'target@victim.example', send_email: false })).status).toBe(201);
+    // The window slides: once the older email is 59 minutes old, it frees in about a minute.
+    await mailing.db.query("update invite_emails set sent_at = now() - interval '59 minutes' where id = (select min(id) from invite_emails)");
+    throttled(await send(b, { target_email: 'target@victim.example' }), 55, 61);
+
+    // One organization: 4 emails to anyone (A has sent 2, the older of which frees first); a bulk
+    // that would pass the limit creates nothing.
+    expect((await send(a, { target_email: 'c@limits.example' })).status).toBe(201);
+    const bulk = await send(a, [{ target_email: 'd@limits.example' }, { target_email: 'e@limits.example' }], true);
+    throttled(bulk, 55, 61);
+    const listed = (await mailing.api('GET', `/api/organizations/${a.organizationId}/invites/`, { key: a.key })).body.results.map((i: { target_email: string }) => i.target_email);
+    expect(listed).not.toContain('d@limits.example');
+    expect((await send(a, [{ target_email: 'd@limits.example' }], true)).status).toBe(200);
+    throttled(await send(a, { target_email: 'e@limits.example' }), 55, 61);
+    const tooMany = Array.from({ length: 5 }, (_, i) => ({ target_email: `many${i}@limits.example` }));
+    throttled(await send(b, tooMany, true), 3600, 3600);
+    // Deleting the organization does not reset what it counted against the address.
+    expect((await mailing.api('DELETE', `/api/organizations/${b.organizationId}/`, { key: b.key })).status).toBe(204);
+    const c = await mailing.newUser('c@limits.example', { organizationName: 'C' });
+    throttled(await send(c, { target_email: 'target@victim.example' }), 55, 61);
+
+    // Past the window, both limits allow again.
+    await mailing.db.query("update invite_emails set sent_at = now() - interval '61 minutes'");
+    expect((await send(a, { target_email: 'e@limits.example' })).status).toBe(201);
+    expect((await send(c, { target_email: 'target@victim.example' })).status).toBe(201);
+
+    // What reached the mail server: exactly the invites answered with an email.
+    await waitFor('invite emails', () => smtp.messages.length >= 6, 10_000);
+    await new Promise((r) => setTimeout(r, 300));
+    const to = smtp.messages.flatMap((m) => m.to).map((t) => t.toLowerCase()).sort();
+    expect(to).toEqual(['c@limits.example', 'd@limits.example', 'e@limits.example', 'target@victim.example', 'target@victim.example', 'target@victim.example']);
+  });
 });

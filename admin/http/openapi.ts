@@ -55,7 +55,7 @@ function operation(route: Route): Json {
   const bodyId = idOf(route.requestBody);
   if (route.requestBody && !bodyId) throw new Error(`${route.operationId}: request schema is not registered in apiSchemas`);
   if (bodyId) responses['400'] = errorResponse('Invalid body (validation_error and the more specific codes), or malformed JSON (parse_error)');
-  else if (route.errors?.includes(400)) responses['400'] = errorResponse('Invalid query parameters (validation_error)');
+  else if (route.errors?.includes(400)) responses['400'] = errorResponse('Invalid query parameters, or the action is refused in this state (validation_error)');
   responses['401'] = errorResponse('No personal API key (not_authenticated) or an unknown one (authentication_failed)');
   responses['403'] = errorResponse(
     route.errors?.includes(403)
@@ -64,6 +64,7 @@ function operation(route: Route): Json {
   );
   responses['404'] = errorResponse('No such resource visible to this key (not_found)');
   if (bodyId) responses['415'] = errorResponse('Body is not application/json (unsupported_media_type)');
+  if (route.errors?.includes(429)) responses['429'] = errorResponse('Too many invite emails for the organization or an address (throttled); Retry-After says when to try again');
   if (route.errors?.includes(503)) responses['503'] = errorResponse('DNS could not be asked (verification_unavailable)');
 
   return {

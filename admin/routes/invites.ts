@@ -1,5 +1,6 @@
 // /api/organizations/:organization_id/invites/: invitations to join an organization.
 import type { z } from 'zod';
+import { ApiError } from '../../lib/index.js';
 import { inTransaction, type Queryable } from '../db/pool.js';
 import { apiError, notFound } from '../errors.js';
 import { paginate, pageOf } from '../http/pagination.js';
@@ -18,6 +19,7 @@ import {
 import { deleteInvite, inviteJson, invitesForEmail, listInvites, replaceInvite, type InviteRow, type ProjectAccess } from '../store/invites.js';
 import { findMemberByUserId } from '../store/members.js';
 import type { OrganizationAccess } from '../store/organizations.js';
+import { InviteEmailsThrottled, reserveInviteEmails } from '../store/invite-emails.js';
 import { organizationOr404 } from './common.js';
 import { findUserByEmail } from '../store/users.js';
 
@@ -77,6 +79,26 @@ async function createInvite(
   });
 }
 
+/**
+ * Records the emails these invites will send against the rate limits, or refuses the request
+ * with 429 (PostHog's throttled answer, DRF's wording) and a Retry-After: the transaction then
+ * rolls back and no invite is made.
+ */
+async function reserveEmails(db: Queryable, services: Services, org: OrganizationAccess, invites: readonly InviteRow[]): Promise<void> {
+  const { inviteEmailsPerOrganization, inviteEmailsPerAddress, inviteEmailWindow } = services.config;
+  const addresses = invites.filter((i) => i.emailing_attempt_made).map((i) => i.target_email);
+  try {
+    await reserveInviteEmails(db, org.id, addresses, { perOrganization: inviteEmailsPerOrganization, perAddress: inviteEmailsPerAddress, windowMs: inviteEmailWindow });
+  } catch (err) {
+    if (!(err instanceof InviteEmailsThrottled)) throw err;
+    const seconds = err.retryAfterSeconds;
+    throw new ApiError('throttled', `Request was throttled. Expected available in ${seconds} second${seconds === 1 ? '' : 's'}.`, {
+      attr: null,
+      headers: { 'retry-after': String(seconds) },
+    });
+  }
+}
+
 /** Emails invites that asked for it, after they are committed; never fails the request. */
 function emailInvites(services: Services, org: OrganizationAccess, invites: readonly InviteRow[]): void {
   const mailer = services.inviteMailer;
@@ -128,11 +150,13 @@ export const inviteRoutes = [
     params: organizationChildPath,
     requestBody: inviteCreate,
     response: { status: 201, description: 'The new invite', schema: inviteSchema },
-    errors: [403],
+    errors: [403, 429],
     async handler({ principal, params, body, services }) {
       const { org, invite } = await inTransaction(services.pool, async (db) => {
         const org = await organizationOr404(db, principal, params.organization_id, { lock: true });
-        return { org, invite: await createInvite(db, services, principal, org, body(inviteCreate), '') };
+        const invite = await createInvite(db, services, principal, org, body(inviteCreate), '');
+        await reserveEmails(db, services, org, [invite]);
+        return { org, invite };
       });
       emailInvites(services, org, [invite]);
       return { status: 201, body: inviteJson(invite, services.config.inviteValidity) };
@@ -149,7 +173,7 @@ export const inviteRoutes = [
     params: organizationChildPath,
     requestBody: inviteBulkCreate,
     response: { status: 200, description: 'All invites created (empty body)' },
-    errors: [403],
+    errors: [403, 429],
     async handler({ principal, params, rawBody, services }) {
       const { org, invites } = await inTransaction(services.pool, async (db) => {
         const org = await organizationOr404(db, principal, params.organization_id, { lock: true });
@@ -161,8 +185,9 @@ export const inviteRoutes = [
         const invites: InviteRow[] = [];
         for (const [i, input] of inputs.entries()) invites.push(await createInvite(db, services, principal, org, input, `${i}__`));
         // A later item for the same address replaced an earlier one: email only survivors.
-        const survivors = new Map(invites.map((inv) => [inv.target_email.toLowerCase(), inv]));
-        return { org, invites: [...survivors.values()] };
+        const survivors = [...new Map(invites.map((inv) => [inv.target_email.toLowerCase(), inv])).values()];
+        await reserveEmails(db, services, org, survivors);
+        return { org, invites: survivors };
       });
       emailInvites(services, org, invites);
       return { status: 200 };
