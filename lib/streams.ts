@@ -140,8 +140,72 @@ export async function streamsPresent(jsm: JetStreamManager): Promise<boolean | u
   }
 }
 
+/**
+ * The stream limits every ingest node must agree on: any node applies its own to the streams at
+ * start, so one started with a stray STREAM_MAX_AGE (or fewer replicas) would change them for the
+ * whole cluster. Durations in milliseconds.
+ */
+export interface ClusterStreamSettings {
+  replicas: number;
+  maxAgeMs: number;
+  maxBytes: number;
+  duplicateWindowMs: number;
+  historicalDuplicateWindowMs: number;
+  processedDuplicateWindowMs: number;
+}
+
 export interface ClusterSettings {
   shardCount: number;
+  /** Recorded by the first ingest node (workers check only the shard count). */
+  streams?: ClusterStreamSettings;
+}
+
+/** The settings ensureClusterSettings checks: the shard count, and the stream limits when given. */
+export interface WantedClusterSettings {
+  shardCount: number;
+  streams?: ClusterStreamSettings;
+  /**
+   * Replace the recorded stream limits with these instead of refusing a difference: the way to
+   * change retention on purpose (STREAM_LIMITS_UPDATE on an ingest node).
+   */
+  replaceStreams?: boolean;
+}
+
+/** The stream limits of a node's configuration, as the cluster settings record them. */
+export function clusterStreamSettings(limits: StreamLimits): ClusterStreamSettings {
+  return {
+    replicas: limits.replicas,
+    maxAgeMs: limits.maxAgeMs,
+    maxBytes: limits.maxBytes,
+    duplicateWindowMs: limits.duplicateWindowMs,
+    historicalDuplicateWindowMs: limits.historicalDuplicateWindowMs ?? limits.duplicateWindowMs,
+    processedDuplicateWindowMs: limits.processedDuplicateWindowMs ?? limits.duplicateWindowMs,
+  };
+}
+
+/** The environment variable that sets each recorded stream limit on an ingest node. */
+const STREAM_SETTING_ENV: Readonly<Record<keyof ClusterStreamSettings, string>> = {
+  replicas: 'STREAM_REPLICAS',
+  maxAgeMs: 'STREAM_MAX_AGE',
+  maxBytes: 'STREAM_MAX_BYTES',
+  duplicateWindowMs: 'STREAM_DUPLICATE_WINDOW',
+  historicalDuplicateWindowMs: 'STREAM_HISTORICAL_DUPLICATE_WINDOW',
+  processedDuplicateWindowMs: 'STREAM_PROCESSED_DUPLICATE_WINDOW',
+};
+
+/** A recorded value as the setting is written: 7d, 2m, 1500ms; sizes and counts as numbers. */
+function showStreamSetting(key: keyof ClusterStreamSettings, value: number): string {
+  if (key === 'replicas' || key === 'maxBytes') return String(value);
+  const units: Array<[string, number]> = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1_000]];
+  const unit = units.find(([, ms]) => value > 0 && value % ms === 0);
+  return unit ? `${value / unit[1]}${unit[0]}` : `${value}ms`;
+}
+
+/** What differs between the recorded stream limits and a node's, as "VAR is x here, y in the cluster". */
+function streamDifferences(stored: ClusterStreamSettings, wanted: ClusterStreamSettings): string[] {
+  return (Object.keys(STREAM_SETTING_ENV) as Array<keyof ClusterStreamSettings>)
+    .filter((k) => stored[k] !== wanted[k])
+    .map((k) => `${STREAM_SETTING_ENV[k]} is ${showStreamSetting(k, wanted[k])} here but ${showStreamSetting(k, stored[k])} in the cluster`);
 }
 
 export class ClusterSettingsMismatch extends Error {
@@ -169,12 +233,14 @@ export class ClusterSettingsUnwritable extends Error {
 const CLUSTER_SETTINGS_ATTEMPTS = 3;
 
 /**
- * Records the cluster's shard count the first time and refuses to start a process that
- * disagrees with it: an ingest node and a worker with different counts would strand shards.
+ * Records the cluster's shard count (and, from ingest nodes, the stream limits) the first time
+ * and refuses to start a process that disagrees with it: an ingest node and a worker with
+ * different counts would strand shards, and an ingest node with other stream limits would
+ * impose them on every stream when it applied its own.
  */
 export async function ensureClusterSettings(
   nc: NatsConnection,
-  wanted: ClusterSettings,
+  wanted: WantedClusterSettings,
   replicas: number,
   logger: Logger,
 ): Promise<ClusterSettings> {
@@ -196,12 +262,13 @@ export async function ensureClusterSettings(
   }
 }
 
-async function readOrRecordSettings(nc: NatsConnection, wanted: ClusterSettings, replicas: number): Promise<ClusterSettings> {
+async function readOrRecordSettings(nc: NatsConnection, wanted: WantedClusterSettings, replicas: number): Promise<ClusterSettings> {
   const kv = await new Kvm(nc).create(CLUSTER_BUCKET, { history: 1, replicas });
+  const record: ClusterSettings = { shardCount: wanted.shardCount, ...(wanted.streams ? { streams: wanted.streams } : {}) };
   const entry = await kv.get('settings');
   if (entry?.operation !== 'PUT') {
-    await kv.create('settings', JSON.stringify(wanted));
-    return wanted;
+    await kv.create('settings', JSON.stringify(record));
+    return record;
   }
   const stored = entry.json<ClusterSettings>();
   if (stored.shardCount !== wanted.shardCount) {
@@ -210,5 +277,18 @@ async function readOrRecordSettings(nc: NatsConnection, wanted: ClusterSettings,
         `set SHARD_COUNT=${stored.shardCount} (changing it requires draining every stream)`,
     );
   }
-  return stored;
+  if (!wanted.streams) return stored;
+  const differences = stored.streams ? streamDifferences(stored.streams, wanted.streams) : [];
+  if (stored.streams && differences.length === 0) return stored;
+  if (stored.streams && !wanted.replaceStreams) {
+    throw new ClusterSettingsMismatch(
+      `this node's stream limits differ from the cluster's (KV bucket ${CLUSTER_BUCKET}, key settings): ${differences.join('; ')}. ` +
+        'Set the same values, or, to change the cluster on purpose, start one ingest node with the new values and STREAM_LIMITS_UPDATE=true, then the others with the new values',
+    );
+  }
+  // First ingest node of a cluster whose record predates stream limits (or a worker made it),
+  // or a deliberate change: record ours, unless someone else changed the record meanwhile.
+  const updated = { ...stored, streams: wanted.streams };
+  await kv.update('settings', JSON.stringify(updated), entry.revision);
+  return updated;
 }

@@ -10,6 +10,7 @@ import {
   connectNats,
   createLogger,
   ensureClusterSettings,
+  type ClusterStreamSettings,
   type NatsConnection,
 } from '../../lib/index.js';
 import { startNats, type NatsHandle } from '../kit/index.js';
@@ -31,7 +32,63 @@ async function connect(): Promise<NatsConnection> {
   return nc;
 }
 
+const streams: ClusterStreamSettings = {
+  replicas: 1,
+  maxAgeMs: 7 * 86_400_000,
+  maxBytes: -1,
+  duplicateWindowMs: 120_000,
+  historicalDuplicateWindowMs: 3_600_000,
+  processedDuplicateWindowMs: 3_600_000,
+};
+
+async function recorded(conn: NatsConnection): Promise<unknown> {
+  return (await (await new Kvm(conn).open(CLUSTER_BUCKET)).get('settings'))?.json();
+}
+
 describe('cluster settings', () => {
+  it('cluster settings - the first ingest node records the stream limits; a node with other limits is refused, the record kept', async () => {
+    const conn = await connect();
+    await expect(ensureClusterSettings(conn, { shardCount: 8, streams }, 1, logger)).resolves.toEqual({ shardCount: 8, streams });
+    const err: unknown = await ensureClusterSettings(conn, { shardCount: 8, streams: { ...streams, maxAgeMs: 3_600_000, replicas: 3 } }, 1, logger).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ClusterSettingsMismatch);
+    expect(String(err)).toContain('STREAM_REPLICAS is 3 here but 1 in the cluster; STREAM_MAX_AGE is 1h here but 7d in the cluster');
+    expect(String(err)).toContain('STREAM_LIMITS_UPDATE=true');
+    // Workers check the shard count only; the same limits again pass.
+    await expect(ensureClusterSettings(conn, { shardCount: 8 }, 1, logger)).resolves.toEqual({ shardCount: 8, streams });
+    await expect(ensureClusterSettings(conn, { shardCount: 8, streams: { ...streams } }, 1, logger)).resolves.toEqual({ shardCount: 8, streams });
+    expect(await recorded(conn)).toEqual({ shardCount: 8, streams });
+  });
+
+  it('cluster settings - a record without stream limits (made by a worker or an older version) gets them from the first ingest node', async () => {
+    const conn = await connect();
+    await ensureClusterSettings(conn, { shardCount: 8 }, 1, logger);
+    expect(await recorded(conn)).toEqual({ shardCount: 8 });
+    await ensureClusterSettings(conn, { shardCount: 8, streams }, 1, logger);
+    expect(await recorded(conn)).toEqual({ shardCount: 8, streams });
+    await expect(ensureClusterSettings(conn, { shardCount: 8, streams: { ...streams, maxBytes: 1024 } }, 1, logger)).rejects.toThrow(/STREAM_MAX_BYTES is 1024 here but -1/);
+  });
+
+  it('cluster settings - replaceStreams (STREAM_LIMITS_UPDATE) changes the recorded limits on purpose; never the shard count', async () => {
+    const conn = await connect();
+    await ensureClusterSettings(conn, { shardCount: 8, streams }, 1, logger);
+    const longer = { ...streams, maxAgeMs: 30 * 86_400_000 };
+    await expect(ensureClusterSettings(conn, { shardCount: 8, streams: longer, replaceStreams: true }, 1, logger)).resolves.toEqual({ shardCount: 8, streams: longer });
+    expect(await recorded(conn)).toEqual({ shardCount: 8, streams: longer });
+    await expect(ensureClusterSettings(conn, { shardCount: 8, streams }, 1, logger)).rejects.toThrow(ClusterSettingsMismatch);
+    await expect(ensureClusterSettings(conn, { shardCount: 4, streams: longer, replaceStreams: true }, 1, logger)).rejects.toThrow(/SHARD_COUNT/);
+  });
+
+  it('cluster settings - ingest nodes starting at once with different limits: one set is recorded, the others refused', async () => {
+    const conn = await connect();
+    await ensureClusterSettings(conn, { shardCount: 8 }, 1, logger);
+    const variants = [1, 2, 3, 4, 5].map((d) => ({ ...streams, maxAgeMs: d * 86_400_000 }));
+    const results = await Promise.allSettled(variants.map((v) => ensureClusterSettings(conn, { shardCount: 8, streams: v }, 1, logger)));
+    const won = results.filter((r) => r.status === 'fulfilled');
+    expect(won).toHaveLength(1);
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(ClusterSettingsMismatch);
+    expect(await recorded(conn)).toEqual((won[0] as PromiseFulfilledResult<unknown>).value);
+  });
+
   it('cluster settings - concurrent first starts record one shard count; a different one is refused', async () => {
     const conn = await connect();
     const results = await Promise.all(Array.from({ length: 5 }, () => ensureClusterSettings(conn, { shardCount: 8 }, 1, logger)));
