@@ -5,6 +5,7 @@ import { Kvm } from '@nats-io/kv';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats, createLogger, PROJECTS_BUCKET, type NatsConnection } from '../lib/index.js';
+import { DEFAULT_LIMITS } from '../test/admin/harness.js';
 import { freshDatabase, startNats, type NatsHandle } from '../test/kit/index.js';
 import { BOOTSTRAP_FILE, bootstrapCluster, loadAdminConfig, startAdmin } from './index.js';
 
@@ -41,7 +42,7 @@ describe('bootstrap', () => {
     expect(statSync(join(dataDir, BOOTSTRAP_FILE)).mode & 0o777).toBe(0o600);
 
     const kv = await new Kvm(nc).open(PROJECTS_BUCKET);
-    expect((await kv.get(result.projectApiKey))?.json()).toEqual({ projectId: 1, organizationId: result.organizationId });
+    expect((await kv.get(result.projectApiKey))?.json()).toEqual({ projectId: 1, organizationId: result.organizationId, limits: DEFAULT_LIMITS });
 
     const admin = await startAdmin(loadAdminConfig({ DATABASE_URL: databaseUrl, NATS_URL: nats.url, ADMIN_PORT: '0' }), { logger });
     try {

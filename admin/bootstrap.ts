@@ -7,8 +7,10 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { z } from 'zod';
 import { connectNats, createLogger, type Logger } from '../lib/index.js';
+import { projectLimitSettingsFromEnv } from './config.js';
 import { migrate } from './db/migrate.js';
 import { inTransaction } from './db/pool.js';
+import type { ProjectLimitSettings } from './project-limits.js';
 import { openProjectsKv } from './projects-kv.js';
 import { createPersonalApiKey, keyExists } from './store/keys.js';
 import { createOrganization, PLUGINS_ACCESS } from './store/organizations.js';
@@ -26,6 +28,8 @@ export interface BootstrapOptions {
   natsUrl?: string;
   /** Replicas of the spate-projects bucket if this call creates it (as PROJECTS_KV_REPLICAS). */
   kvReplicas?: number;
+  /** The cluster's project limits, as the admin server's PROJECT_* settings say (default: from process.env). */
+  projectLimits?: ProjectLimitSettings;
   email?: string;
   organizationName?: string;
   projectName?: string;
@@ -133,7 +137,7 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Boots
     if (options.natsUrl) {
       const nc = await connectNats(options.natsUrl, 'spate-admin-bootstrap');
       try {
-        const kv = await openProjectsKv(nc, pool, log, options.kvReplicas ?? 1);
+        const kv = await openProjectsKv(nc, pool, log, options.projectLimits ?? projectLimitSettingsFromEnv(process.env), options.kvReplicas ?? 1);
         try {
           await kv.syncStrict([result.projectApiKey]);
         } finally {

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { clusterFilePath, createLogger, dataDir, isUuid, readClusterFile, writeClusterFile } from '../lib/index.js';
 import { parseScopes } from './auth/scopes.js';
 import { bootstrapCluster } from './bootstrap.js';
-import { adminConfigHelp } from './config.js';
+import { adminConfigHelp, projectLimitSettingsFromEnv } from './config.js';
 import { migrate } from './db/migrate.js';
 import { inTransaction } from './db/pool.js';
 import { normalizeEmail } from './http/validation.js';
@@ -211,6 +211,7 @@ async function bootstrapCommand(args: string[], io: CliIo): Promise<void> {
     natsUrl: natsUrlFrom(io.env),
     // On a 3-node cluster the project key bucket must be created at R3 if bootstrap creates it.
     kvReplicas: kvReplicasFrom(io.env),
+    projectLimits: projectLimitSettingsFromEnv(io.env),
     email,
     // stdout carries the result only (JSON for scripts); failures surface as thrown errors.
     logger: createLogger('spate-admin', 'silent'),

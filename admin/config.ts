@@ -1,6 +1,7 @@
 // The admin server's configuration: one zod definition, read from the environment once
 // (lib loadConfig reports every problem at once and freezes the result).
 import { z } from 'zod';
+import type { ProjectLimitSettings } from './project-limits.js';
 import { configHelp, envBool, envBytes, envDuration, envInt, envString, loadConfig, setting, type ConfigOf } from '../lib/index.js';
 
 const optionalUrl = (protocols: readonly string[]) =>
@@ -102,6 +103,21 @@ export const adminConfigDefinition = {
     'Invite emails one address may receive per INVITE_EMAIL_WINDOW, from all organizations together; more answers 429.',
   ),
   inviteEmailWindow: setting('INVITE_EMAIL_WINDOW', envDuration('1d'), 'The sliding window of INVITE_EMAILS_PER_ORGANIZATION and INVITE_EMAILS_PER_ADDRESS.'),
+  projectEventsPerSecond: setting(
+    'PROJECT_EVENTS_PER_SECOND',
+    envInt(0, 0),
+    "Realtime events per second one ingest node accepts from a project (past it: 429 with Retry-After): the default of a project's capture_events_per_second and the most it may be set to; 0 = no limit.",
+  ),
+  projectEventsPerDay: setting(
+    'PROJECT_EVENTS_PER_DAY',
+    envInt(0, 0),
+    "Events per UTC day one ingest node accepts from a project (past it: dropped, answered 200 as PostHog does): the default of a project's capture_events_per_day and the most it may be set to; 0 = no quota.",
+  ),
+  projectHistoricalMessagesPerSecond: setting(
+    'PROJECT_HISTORICAL_MESSAGES_PER_SECOND',
+    envInt(100, 0),
+    "HISTORICAL messages per second one ingest node publishes for a project (past it: 429 with Retry-After); each holds a message id in NATS memory for STREAM_HISTORICAL_DUPLICATE_WINDOW (~220 bytes, docs/capture-api.md): the default of a project's historical_messages_per_second and the most it may be set to; 0 = no limit.",
+  ),
   logLevel: setting(
     'LOG_LEVEL',
     z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -110,6 +126,24 @@ export const adminConfigDefinition = {
 };
 
 export type AdminConfig = ConfigOf<typeof adminConfigDefinition>;
+
+/** The cluster's project limits of an admin configuration. */
+export function projectLimitSettings(config: Pick<AdminConfig, 'projectEventsPerSecond' | 'projectEventsPerDay' | 'projectHistoricalMessagesPerSecond'>): ProjectLimitSettings {
+  return {
+    eventsPerSecond: config.projectEventsPerSecond,
+    eventsPerDay: config.projectEventsPerDay,
+    historicalMessagesPerSecond: config.projectHistoricalMessagesPerSecond,
+  };
+}
+
+/**
+ * The same, read from an environment alone (bootstrap and the CLI write project records too,
+ * with the settings the admin server will have: the launcher gives them the same environment).
+ */
+export function projectLimitSettingsFromEnv(env: Readonly<Record<string, string | undefined>>): ProjectLimitSettings {
+  const { projectEventsPerSecond, projectEventsPerDay, projectHistoricalMessagesPerSecond } = adminConfigDefinition;
+  return projectLimitSettings(loadConfig({ projectEventsPerSecond, projectEventsPerDay, projectHistoricalMessagesPerSecond }, env));
+}
 
 export function loadAdminConfig(env: Readonly<Record<string, string | undefined>> = process.env): AdminConfig {
   return loadConfig(adminConfigDefinition, env);

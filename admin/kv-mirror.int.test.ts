@@ -5,9 +5,10 @@ import { KvWatchInclude, type KV } from '@nats-io/kv';
 import { TimeoutError } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../lib/index.js';
-import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
+import { DEFAULT_LIMITS, startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
 import { interceptKvCalls, waitFor } from '../test/kit/index.js';
 import { KvMirror, type MirrorSpec } from './kv-mirror.js';
+import { projectLimitSettings } from './config.js';
 import { projectsMirror } from './projects-kv.js';
 
 let f: AdminFixture;
@@ -65,14 +66,15 @@ async function kvValue(token: string): Promise<unknown> {
 async function replicaB(onLoadAll: () => Promise<unknown> = () => Promise.resolve()) {
   const wrapped = withLateWrites(await f.kv());
   const loaded: string[] = [];
+  const projects = projectsMirror(projectLimitSettings(f.config));
   const spec: MirrorSpec = {
-    ...projectsMirror,
+    ...projects,
     load: async (pool, keys) => {
       loaded.push(...keys);
-      return projectsMirror.load(pool, keys);
+      return projects.load(pool, keys);
     },
     loadAll: async (pool) => {
-      const rows = await projectsMirror.loadAll(pool);
+      const rows = await projects.loadAll(pool);
       await onLoadAll();
       return rows;
     },
@@ -93,7 +95,7 @@ describe('kv mirror', () => {
     async (fence) => {
       const project = await newProject(`Late ${fence}`);
       const token = project.api_token;
-      expect(await kvValue(token)).toEqual({ projectId: project.id, organizationId: owner.organizationId });
+      expect(await kvValue(token)).toEqual({ projectId: project.id, organizationId: owner.organizationId, limits: DEFAULT_LIMITS });
 
       // B's full reconcile reads PostgreSQL; then the project is deleted through replica A, which
       // removes the token from the bucket before answering. B still wants the token.
@@ -151,7 +153,7 @@ describe('kv mirror', () => {
       });
       await b.mirror.syncStrict([token]);
       expect(raced).toBe(true);
-      expect(await kvValue(token)).toEqual({ projectId: owner.projectId, organizationId: owner.organizationId });
+      expect(await kvValue(token)).toEqual({ projectId: owner.projectId, organizationId: owner.organizationId, limits: DEFAULT_LIMITS });
       // A second sync finds the bucket right and writes nothing.
       const revision = (await kv.get(token))?.revision;
       await b.mirror.syncStrict([token]);

@@ -1,9 +1,9 @@
 import { Kvm, KvWatchInclude } from '@nats-io/kv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger, PROJECTS_BUCKET } from '../lib/index.js';
-import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
+import { createLogger, PROJECTS_BUCKET, type ProjectLimits, type ProjectRecord } from '../lib/index.js';
+import { DEFAULT_LIMITS, startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
 import { waitFor } from '../test/kit/index.js';
-import { startAdmin } from './index.js';
+import { loadAdminConfig, startAdmin } from './index.js';
 import { paginatedProjects, projectSchema } from './schemas.js';
 
 let f: AdminFixture;
@@ -45,7 +45,7 @@ describe('projects', () => {
     expect(created.status).toBe(201);
     const project = projectSchema.parse(created.body);
     expect(project.api_token).toMatch(/^phc_/);
-    expect(await kvValue(project.api_token)).toEqual({ projectId: project.id, organizationId: owner.organizationId });
+    expect(await kvValue(project.api_token)).toEqual({ projectId: project.id, organizationId: owner.organizationId, limits: DEFAULT_LIMITS });
 
     const deleted = await f.api('DELETE', `/api/projects/${project.id}/`, { key: owner.key });
     expect(deleted.status).toBe(204);
@@ -82,13 +82,13 @@ describe('projects', () => {
     expect(reset.body.api_token).not.toBe(project.api_token);
     expect(reset.body.api_token).toMatch(/^phc_/);
     expect(await kvValue(project.api_token)).toBeUndefined();
-    expect(await kvValue(reset.body.api_token)).toEqual({ projectId: project.id, organizationId: owner.organizationId });
+    expect(await kvValue(reset.body.api_token)).toEqual({ projectId: project.id, organizationId: owner.organizationId, limits: DEFAULT_LIMITS });
   });
 
   it('projects - deleting an organization removes its projects from the bucket', async () => {
     const org = (await f.api('POST', '/api/organizations/', { key: owner.key, body: { name: 'Temporary' } })).body;
     const token = org.teams[0].api_token as string;
-    expect(await kvValue(token)).toEqual({ projectId: org.teams[0].id, organizationId: org.id });
+    expect(await kvValue(token)).toEqual({ projectId: org.teams[0].id, organizationId: org.id, limits: DEFAULT_LIMITS });
     expect((await f.api('DELETE', `/api/organizations/${org.id}/`, { key: owner.key })).status).toBe(204);
     expect(await kvValue(token)).toBeUndefined();
   });
@@ -98,10 +98,10 @@ describe('projects', () => {
       "insert into projects (organization_id, name, api_token) values ($1, 'From SQL', 'phc_fromsql1') returning id, api_token",
       [owner.organizationId],
     );
-    await expectKvWithinASecond('phc_fromsql1', { projectId: rows[0]!.id, organizationId: owner.organizationId });
+    await expectKvWithinASecond('phc_fromsql1', { projectId: rows[0]!.id, organizationId: owner.organizationId, limits: DEFAULT_LIMITS });
     await f.db.query("update projects set api_token = 'phc_fromsql2' where id = $1", [rows[0]!.id]);
     await expectKvWithinASecond('phc_fromsql1', undefined);
-    await expectKvWithinASecond('phc_fromsql2', { projectId: rows[0]!.id, organizationId: owner.organizationId });
+    await expectKvWithinASecond('phc_fromsql2', { projectId: rows[0]!.id, organizationId: owner.organizationId, limits: DEFAULT_LIMITS });
     await f.db.query('delete from projects where id = $1', [rows[0]!.id]);
     await expectKvWithinASecond('phc_fromsql2', undefined);
   });
@@ -134,14 +134,71 @@ describe('projects', () => {
     const second = await startAdmin(f.config, { logger: createLogger('admin-test', 'silent') });
     try {
       expect(await kvValue('phc_stale')).toBeUndefined();
-      expect(await kvValue(owner.projectApiKey)).toEqual({ projectId: owner.projectId, organizationId: owner.organizationId });
-      expect(await kvValue(extra.api_token)).toEqual({ projectId: extra.id, organizationId: owner.organizationId });
+      expect(await kvValue(owner.projectApiKey)).toEqual({ projectId: owner.projectId, organizationId: owner.organizationId, limits: DEFAULT_LIMITS });
+      expect(await kvValue(extra.api_token)).toEqual({ projectId: extra.id, organizationId: owner.organizationId, limits: DEFAULT_LIMITS });
       const keys: string[] = [];
       for await (const k of await kv.keys()) keys.push(k);
       const { rows } = await f.db.query<{ api_token: string }>('select api_token from projects');
       expect(keys.sort()).toEqual(rows.map((r) => r.api_token).sort());
     } finally {
       await second.stop();
+    }
+  });
+
+  it('projects - capture limits: set per project through the API, capped by the cluster settings, in the KV record within a second', async () => {
+    await using limited = await startAdminFixture({ PROJECT_EVENTS_PER_SECOND: '1000', PROJECT_EVENTS_PER_DAY: '0', PROJECT_HISTORICAL_MESSAGES_PER_SECOND: '50' });
+    const u = await limited.newUser('limits@projects.example');
+    const record = async (token: string): Promise<unknown> => (await (await limited.kv()).get(token))?.json<ProjectRecord>().limits;
+    const path = `/api/projects/${u.projectId}/`;
+    const fresh = (await limited.api('GET', path, { key: u.key })).body;
+    expect(fresh).toMatchObject({ capture_events_per_second: null, capture_events_per_day: null, historical_messages_per_second: null });
+    // Unset: the cluster's defaults apply; PROJECT_EVENTS_PER_DAY=0 means no quota.
+    expect(await record(u.projectApiKey)).toEqual({ eventsPerSecond: 1000, historicalMessagesPerSecond: 50 });
+
+    const set = await limited.api('PATCH', path, { key: u.key, body: { capture_events_per_second: 10, capture_events_per_day: 1_000_000_000 } });
+    expect(set.status).toBe(200);
+    expect(set.body).toMatchObject({ capture_events_per_second: 10, capture_events_per_day: 1_000_000_000, historical_messages_per_second: null });
+    expect(await record(u.projectApiKey)).toEqual({ eventsPerSecond: 10, eventsPerDay: 1_000_000_000, historicalMessagesPerSecond: 50 });
+
+    // Above the cluster's ceiling, not a positive integer: 400 on the field, nothing changes.
+    const above = await limited.api('PATCH', path, { key: u.key, body: { capture_events_per_second: 1001 } });
+    expect(above.status).toBe(400);
+    expect(above.body).toEqual({ type: 'validation_error', code: 'validation_error', detail: 'Ensure this value is less than or equal to 1000.', attr: 'capture_events_per_second' });
+    for (const bad of [0, -1, 1.5, '10', 2 ** 31]) {
+      const res = await limited.api('PATCH', path, { key: u.key, body: { historical_messages_per_second: bad } });
+      expect(res.status, String(bad)).toBe(400);
+      expect(res.body.attr, String(bad)).toBe('historical_messages_per_second');
+    }
+    expect((await limited.api('GET', path, { key: u.key })).body.capture_events_per_second).toBe(10);
+
+    // null returns a limit to the cluster default.
+    await limited.api('PATCH', path, { key: u.key, body: { capture_events_per_second: null, capture_events_per_day: null } });
+    expect(await record(u.projectApiKey)).toEqual({ eventsPerSecond: 1000, historicalMessagesPerSecond: 50 });
+
+    // Created with limits; a member cannot change them.
+    const created = await limited.api('POST', `/api/organizations/${u.organizationId}/projects/`, { key: u.key, body: { name: 'Quota', capture_events_per_day: 5 } });
+    expect(created.status).toBe(201);
+    expect(await record(created.body.api_token)).toEqual({ eventsPerSecond: 1000, eventsPerDay: 5, historicalMessagesPerSecond: 50 });
+    const member = await limited.addMember(u.organizationId, 'member@limits.example', 1);
+    expect((await limited.api('PATCH', path, { key: member.key, body: { capture_events_per_second: 1 } })).status).toBe(403);
+
+    // A change made outside this server (SQL, another replica) reaches the record too.
+    await limited.db.query('update projects set historical_messages_per_second = 7 where id = $1', [u.projectId]);
+    await waitFor('limit from SQL', async () => JSON.stringify(await record(u.projectApiKey)) === JSON.stringify({ eventsPerSecond: 1000, historicalMessagesPerSecond: 7 }), 1_000, 10);
+
+    // The cluster's settings change with a restart of the admin server: its reconcile rewrites every
+    // record (a project's own lower value stays; a value above the new ceiling is capped).
+    await limited.db.query('update projects set capture_events_per_second = 800 where id = $1', [created.body.id]);
+    await waitFor('set from SQL', async () => ((await record(created.body.api_token)) as ProjectLimits).eventsPerSecond === 800, 1_000, 10);
+    await limited.admin.stop();
+    const restarted = await startAdmin(loadAdminConfig({ DATABASE_URL: limited.databaseUrl, NATS_URL: limited.nats.url, ADMIN_PORT: '0', PROJECT_EVENTS_PER_SECOND: '500', PROJECT_HISTORICAL_MESSAGES_PER_SECOND: '0' }), {
+      logger: createLogger('admin-test', 'silent'),
+    });
+    try {
+      expect(await record(u.projectApiKey)).toEqual({ eventsPerSecond: 500, historicalMessagesPerSecond: 7 });
+      expect(await record(created.body.api_token)).toEqual({ eventsPerSecond: 500, eventsPerDay: 5 });
+    } finally {
+      await restarted.stop();
     }
   });
 

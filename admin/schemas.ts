@@ -209,6 +209,20 @@ export const memberUpdate = z.object({ level: membershipLevel() }).register(apiS
 
 // --- projects ------------------------------------------------------------------------------------
 
+const PER_NODE = 'enforced by each ingest node on its own (N nodes accept up to N times as much)';
+const limitDescriptions = {
+  capture_events_per_second: `Realtime events per second the project may send, ${PER_NODE}; past it capture answers 429 with Retry-After. null: the cluster default (PROJECT_EVENTS_PER_SECOND), which is also the most it may be set to`,
+  capture_events_per_day: `Events per UTC day, ${PER_NODE}; past it capture drops the project's events and still answers 200 (PostHog's quota answer). null: the cluster default (PROJECT_EVENTS_PER_DAY), also the most it may be set to`,
+  historical_messages_per_second: `HISTORICAL messages per second (one per shard of a historical request), ${PER_NODE}; past it capture answers 429 with Retry-After. null: the cluster default (PROJECT_HISTORICAL_MESSAGES_PER_SECOND), also the most it may be set to`,
+};
+/** A limit as stored: a positive 32-bit count, or null for the cluster default. */
+const limitValue = (description: string) => z.int().min(1).max(2_147_483_647).nullable().meta({ description });
+const projectLimitFields = {
+  capture_events_per_second: limitValue(limitDescriptions.capture_events_per_second),
+  capture_events_per_day: limitValue(limitDescriptions.capture_events_per_day),
+  historical_messages_per_second: limitValue(limitDescriptions.historical_messages_per_second),
+};
+
 export const projectSchema = z
   .object({
     id: z.int(),
@@ -218,12 +232,20 @@ export const projectSchema = z
     api_token: z.string().meta({ description: 'Project API key (phc_…): what SDKs send as api_key' }),
     created_at: datetime(),
     updated_at: datetime(),
+    ...projectLimitFields,
   })
   .register(apiSchemas, { id: 'Project' });
 
 export const paginatedProjects = paginated(projectSchema, 'PaginatedProjectList');
 
-export const projectCreate = z.object({ name: text(200).min(1) }).register(apiSchemas, { id: 'ProjectCreate' });
+export const projectCreate = z
+  .object({
+    name: text(200).min(1),
+    capture_events_per_second: projectLimitFields.capture_events_per_second.optional(),
+    capture_events_per_day: projectLimitFields.capture_events_per_day.optional(),
+    historical_messages_per_second: projectLimitFields.historical_messages_per_second.optional(),
+  })
+  .register(apiSchemas, { id: 'ProjectCreate' });
 export const projectUpdate = projectCreate.partial().register(apiSchemas, { id: 'PatchedProject' });
 
 // --- errors --------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import {
   type NatsConnection,
 } from '../lib/index.js';
 import { openBatchExportsKv } from './batch-exports-kv.js';
-import type { AdminConfig } from './config.js';
+import { projectLimitSettings, type AdminConfig } from './config.js';
 import { batchExportLogsSink, batchExportRunsSink } from './consumers/batch-export-reports.js';
 import { pluginLogsSink } from './consumers/plugin-logs.js';
 import { StreamIngester, type Sink } from './consumers/stream-ingester.js';
@@ -104,7 +104,7 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
       await kv.follow(config.databaseUrl, config.projectsReconcileInterval);
       return kv;
     };
-    const projectsKv = await mirror(await retryUnanswered('projects bucket', () => openProjectsKv(nc, pool, log, config.projectsKvReplicas), log));
+    const projectsKv = await mirror(await retryUnanswered('projects bucket', () => openProjectsKv(nc, pool, log, projectLimitSettings(config), config.projectsKvReplicas), log));
     const batchExportsKv = await mirror(await retryUnanswered('batch exports bucket', () => openBatchExportsKv(nc, pool, log, config.pipelineReplicas), log));
     const pluginConfigsKv = await mirror(await retryUnanswered('plugin configs bucket', () => openPluginConfigsKv(nc, pool, log, config.pipelineReplicas), log));
 

@@ -50,14 +50,29 @@ export function parseSubject(subject: string): { kind: StreamKind; projectId: nu
   return { kind, projectId, shard };
 }
 
-/** KV bucket: project API key → { projectId, organizationId }. Written by admin, watched by ingest. */
+/** KV bucket: project API key → { projectId, organizationId, limits? }. Written by admin, watched by ingest. */
 export const PROJECTS_BUCKET = 'spate-projects';
 /** KV bucket: cluster-wide settings that every deployable must agree on (shard count). */
 export const CLUSTER_BUCKET = 'spate-cluster';
 
+/**
+ * What one ingest node lets a project send (each absent: no limit). The admin server writes the
+ * limits that apply (the project's own, or the cluster default), so ingest nodes only enforce.
+ */
+export interface ProjectLimits {
+  /** Realtime events per second; past it, 429 with Retry-After. */
+  eventsPerSecond?: number;
+  /** Events per UTC day; past it, events are dropped with 200 (PostHog's billing-quota answer). */
+  eventsPerDay?: number;
+  /** HISTORICAL messages per second (one per shard of a request, at most PUBLISH_MAX_MESSAGE_BYTES); past it, 429. */
+  historicalMessagesPerSecond?: number;
+}
+
 export interface ProjectRecord {
   projectId: number;
   organizationId: string;
+  /** Absent when the project has no limit at all. */
+  limits?: ProjectLimits;
 }
 
 export interface StreamLimits {

@@ -8,7 +8,9 @@ import { paginate, pageOf } from '../http/pagination.js';
 import { defineRoute } from '../http/route.js';
 import { organizationChildPath, paginatedProjects, projectCreate, projectPath, projectSchema, projectUpdate } from '../schemas.js';
 import { LEVEL } from '../store/organizations.js';
-import { createProject, deleteProject, findVisibleProject, listProjects, projectJson, renameProject, resetProjectToken } from '../store/projects.js';
+import { projectLimitSettings } from '../config.js';
+import { checkLimitFields } from '../project-limits.js';
+import { createProject, deleteProject, findVisibleProject, listProjects, projectJson, resetProjectToken, updateProject } from '../store/projects.js';
 import { organizationOr404 } from './common.js';
 
 const tag = 'projects';
@@ -52,7 +54,7 @@ export const projectRoutes = [
     path: '/api/projects/:id/',
     scope: 'project:write',
     operationId: 'projects_partial_update',
-    summary: 'Rename a project (admins and owners)',
+    summary: "Rename a project or set its capture limits (admins and owners; a limit may not exceed the cluster's)",
     tag,
     params: projectPath,
     requestBody: projectUpdate,
@@ -63,9 +65,12 @@ export const projectRoutes = [
         const found = await findVisibleProject(db, principal, params.id, true);
         if (!found) throw notFound();
         if (found.level < LEVEL.admin) throw insufficientLevel();
-        const { name } = body(projectUpdate);
-        return name === undefined ? found : renameProject(db, found.id, name);
+        const fields = body(projectUpdate);
+        checkLimitFields(fields, projectLimitSettings(services.config));
+        return Object.values(fields).every((v) => v === undefined) ? found : updateProject(db, found.id, fields);
       });
+      // The limits travel in the key's record: ingest nodes apply them within a second.
+      await services.projectsKv.sync([project.api_token]);
       return { status: 200, body: projectJson(project) };
     },
   }),
@@ -137,7 +142,7 @@ export const projectRoutes = [
     path: '/api/organizations/:organization_id/projects/',
     scope: 'project:write',
     operationId: 'organization_projects_create',
-    summary: 'Create a project with a new project API key (admins and owners)',
+    summary: "Create a project with a new project API key, optionally with capture limits (admins and owners; a limit may not exceed the cluster's)",
     tag,
     params: organizationChildPath,
     requestBody: projectCreate,
@@ -145,10 +150,11 @@ export const projectRoutes = [
     errors: [403],
     async handler({ principal, params, body, services }) {
       const org = await organizationOr404(services.pool, principal, params.organization_id, { minLevel: LEVEL.admin });
-      const { name } = body(projectCreate);
+      const { name, ...limits } = body(projectCreate);
+      checkLimitFields(limits, projectLimitSettings(services.config));
       let project;
       try {
-        project = await createProject(services.pool, org.id, name);
+        project = await createProject(services.pool, org.id, name, limits);
       } catch (err) {
         if (pgErrorCode(err) === PG_FOREIGN_KEY_VIOLATION) throw notFound();
         throw err;

@@ -3,8 +3,9 @@
 import { generateProjectApiKey } from '../auth/keys.js';
 import type { Queryable } from '../db/pool.js';
 import type { Principal } from '../http/route.js';
+import type { ProjectLimitColumns } from '../project-limits.js';
 
-export interface ProjectRow {
+export interface ProjectRow extends ProjectLimitColumns {
   id: number;
   uuid: string;
   organization_id: string;
@@ -14,7 +15,7 @@ export interface ProjectRow {
   updated_at: Date;
 }
 
-export interface ProjectJson {
+export interface ProjectJson extends ProjectLimitColumns {
   id: number;
   uuid: string;
   organization: string;
@@ -33,17 +34,37 @@ export function projectJson(p: ProjectRow): ProjectJson {
     api_token: p.api_token,
     created_at: p.created_at.toISOString(),
     updated_at: p.updated_at.toISOString(),
+    capture_events_per_second: p.capture_events_per_second,
+    capture_events_per_day: p.capture_events_per_day,
+    historical_messages_per_second: p.historical_messages_per_second,
   };
 }
 
-const COLUMNS = 'p.id, p.uuid, p.organization_id, p.name, p.api_token, p.created_at, p.updated_at';
+const COLUMNS =
+  'p.id, p.uuid, p.organization_id, p.name, p.api_token, p.created_at, p.updated_at, ' +
+  'p.capture_events_per_second, p.capture_events_per_day, p.historical_messages_per_second';
+
+/** Fields of a project that can be set (limits: null means the cluster default). */
+export interface ProjectFields extends Partial<ProjectLimitColumns> {
+  name?: string;
+}
+
+const SETTABLE = ['name', 'capture_events_per_second', 'capture_events_per_day', 'historical_messages_per_second'] as const;
 
 export const DEFAULT_PROJECT_NAME = 'Default project';
 
-export async function createProject(db: Queryable, organizationId: string, name: string): Promise<ProjectRow> {
+export async function createProject(db: Queryable, organizationId: string, name: string, limits: Partial<ProjectLimitColumns> = {}): Promise<ProjectRow> {
   const { rows } = await db.query<ProjectRow>(
-    `insert into projects as p (organization_id, name, api_token) values ($1, $2, $3) returning ${COLUMNS}`,
-    [organizationId, name, generateProjectApiKey()],
+    `insert into projects as p (organization_id, name, api_token, capture_events_per_second, capture_events_per_day, historical_messages_per_second)
+     values ($1, $2, $3, $4, $5, $6) returning ${COLUMNS}`,
+    [
+      organizationId,
+      name,
+      generateProjectApiKey(),
+      limits.capture_events_per_second ?? null,
+      limits.capture_events_per_day ?? null,
+      limits.historical_messages_per_second ?? null,
+    ],
   );
   return rows[0]!;
 }
@@ -97,10 +118,18 @@ export async function findVisibleProject(
   return read();
 }
 
-export async function renameProject(db: Queryable, id: number, name: string): Promise<ProjectRow> {
+/** Sets the given fields (undefined ones keep their value). */
+export async function updateProject(db: Queryable, id: number, fields: ProjectFields): Promise<ProjectRow> {
+  const sets: string[] = [];
+  const values: unknown[] = [id];
+  for (const column of SETTABLE) {
+    if (fields[column] === undefined) continue;
+    values.push(fields[column]);
+    sets.push(`${column} = $${values.length}`);
+  }
   const { rows } = await db.query<ProjectRow>(
-    `update projects p set name = $2, updated_at = clock_timestamp() where p.id = $1 returning ${COLUMNS}`,
-    [id, name],
+    `update projects p set ${[...sets, 'updated_at = clock_timestamp()'].join(', ')} where p.id = $1 returning ${COLUMNS}`,
+    values,
   );
   return rows[0]!;
 }

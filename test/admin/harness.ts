@@ -11,6 +11,9 @@ import { createOrganization } from '../../admin/store/organizations.js';
 import { ensureUser } from '../../admin/store/users.js';
 import { freshDatabase, startNats, type NatsHandle } from '../kit/index.js';
 
+/** The limits a project's spate-projects record carries under the admin's default settings. */
+export const DEFAULT_LIMITS = { historicalMessagesPerSecond: 100 } as const;
+
 export interface ApiResponse {
   status: number;
   headers: Headers;
