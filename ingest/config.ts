@@ -49,6 +49,11 @@ export const ingestConfigDefinition = {
   processedDuplicateWindow: setting('STREAM_PROCESSED_DUPLICATE_WINDOW', envDuration('1h'), 'de-duplication window of PROCESSED: how long a worker may be unable to commit a published batch before its republish could duplicate it'),
   streamMaxAge: setting('STREAM_MAX_AGE', envDuration('7d'), 'how long streams keep messages (0 = forever)'),
   streamMaxBytes: setting('STREAM_MAX_BYTES', envBytes('-1'), 'size limit of each stream (-1 = limited only by the server); when full, capture answers 503'),
+  streamLimitsUpdate: setting(
+    'STREAM_LIMITS_UPDATE',
+    envBool(false),
+    "record this node's STREAM_* limits as the cluster's, replacing those recorded in spate-cluster; without it a node whose limits differ refuses to start. To change retention on purpose: start one node with it, then the others with the same STREAM_* values",
+  ),
   maxBodyBytes: setting('MAX_BODY_BYTES', envBytes('20MiB'), 'largest request body on the wire; larger gets 413'),
   maxDecompressedBytes: setting(
     'MAX_DECOMPRESSED_BYTES',

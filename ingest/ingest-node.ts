@@ -3,6 +3,7 @@
 // listening → finish in-flight requests → flush publishes → drain NATS → close the pool.
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import {
+  clusterStreamSettings,
   connectNats,
   createLogger,
   ensureClusterSettings,
@@ -47,8 +48,18 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     maxAgeMs: config.streamMaxAge,
     maxBytes: config.streamMaxBytes,
   };
+  // Checked before they are applied: a node whose STREAM_* differ from the cluster's recorded ones
+  // must not change every stream (a stray STREAM_MAX_AGE=1h would shrink everyone's retention).
+  await ensureClusterSettings(
+    nc,
+    { shardCount: config.shardCount, streams: clusterStreamSettings(streamLimits), replaceStreams: config.streamLimitsUpdate },
+    config.streamReplicas,
+    log,
+  ).catch(async (err: unknown) => {
+    await nc.close();
+    throw err;
+  });
   await retryUnanswered('streams', () => ensureStreams(jsm, streamLimits), log);
-  await ensureClusterSettings(nc, { shardCount: config.shardCount }, config.streamReplicas, log);
 
   const registry = new TokenRegistry(nc, config.streamReplicas, log);
   await registry.start();
