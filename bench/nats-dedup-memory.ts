@@ -6,7 +6,8 @@
 // Two private nats-servers each take the same number of tiny messages into a stream with a
 // 1-hour duplicate window: one with a distinct historical-style id per message (`u:` + 27
 // characters), one without ids. The difference in resident memory, per message, is the id's cost.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -22,7 +23,7 @@ parseBenchArgs(
 
 Publishes MESSAGES tiny messages (default 300000) into a stream with a 1-hour duplicate window on
 two private nats-servers, with and without a distinct Nats-Msg-Id each, and prints the server's
-resident memory per message id. Writes bench/results/<date>-nats-dedup-memory.md.
+resident memory per message id. Adds the run to bench/results/<date>-nats-dedup-memory.md.
 
   -h, --help    this text`,
   { options: {} },
@@ -85,6 +86,9 @@ const table = markdownTable({
 });
 const report = `${table}\n\nOne message id in the window: ~${Math.round(perId)} bytes of the NATS server's memory.\n`;
 console.log(report);
+// One file a day; each run adds its section, so runs of different sizes sit side by side.
 const file = `bench/results/${new Date().toISOString().slice(0, 10)}-nats-dedup-memory.md`;
-writeFileSync(file, `# NATS duplicate-window memory per message id\n\n\`npx tsx bench/nats-dedup-memory.ts\` (MESSAGES=${MESSAGES}, nats-server ${process.env.NATS_SERVER_BIN ?? 'nats-server'})\n\n${report}`);
+const server = execFileSync(process.env.NATS_SERVER_BIN ?? 'nats-server', ['--version']).toString().trim();
+if (!existsSync(file)) writeFileSync(file, '# NATS duplicate-window memory per message id\n');
+appendFileSync(file, `\n## ${new Date().toISOString()}: MESSAGES=${MESSAGES}, ${server}\n\n\`npx tsx bench/nats-dedup-memory.ts\`\n\n${report}`);
 console.log(`written: ${file}`);

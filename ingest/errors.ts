@@ -17,6 +17,7 @@ export const captureErrors = defineErrors({
   method_not_allowed: { status: 405, type: 'invalid_request', detail: 'Method not allowed.' },
   body_timeout: { status: 408, type: 'invalid_request', detail: 'the request body did not arrive in time' },
   too_many_uploads: { status: 429, type: 'throttled_error', detail: 'too many request bodies in progress from this address, please retry' },
+  rate_limited: { status: 429, type: 'throttled_error', detail: 'rate limit exceeded' },
   payload_too_large: { status: 413, type: 'invalid_request', detail: 'maximum request size exceeded' },
   headers_too_large: { status: 431, type: 'invalid_request', detail: 'request line and headers too large' },
   too_many_events: { status: 413, type: 'invalid_request', detail: 'too many events in one request' },

@@ -19,7 +19,7 @@ import { InflightBudget } from './inflight-budget.js';
 import { messageSizeLimit } from './message-size.js';
 import { createIngestMetrics, type IngestMetrics } from './metrics.js';
 import { ParsePool } from './pool/index.js';
-import { EventPublisher, SpikeLimiter } from './publish/index.js';
+import { EventPublisher, ProjectLimiter, SpikeLimiter } from './publish/index.js';
 import { TokenRegistry } from './token-registry.js';
 
 export interface IngestNode {
@@ -124,6 +124,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     pool,
     publisher,
     limiter,
+    projectLimiter: new ProjectLimiter((token) => registry.lookup(token)?.limits),
     budget,
     metrics,
     hot: hotMetrics(metrics),

@@ -6,6 +6,7 @@ export interface IngestMetrics {
   requests: Counter<'route' | 'status'>;
   eventsAccepted: Counter<'stream'>;
   eventsDropped: Counter<'reason'>;
+  projectLimited: Counter<'project' | 'limit'>;
   bytesIn: Counter;
   publishLatency: Histogram;
   messagesPublished: Counter;
@@ -49,6 +50,12 @@ export function createIngestMetrics(): IngestMetrics {
     requests: new Counter({ name: 'spate_ingest_requests_total', help: 'Capture requests by route and HTTP status', labelNames: ['route', 'status'], registers: r }),
     eventsAccepted: new Counter({ name: 'spate_ingest_events_accepted_total', help: 'Events acknowledged by JetStream, by stream', labelNames: ['stream'], registers: r }),
     eventsDropped: new Counter({ name: 'spate_ingest_events_dropped_total', help: 'Events not ingested (request still 200), by reason', labelNames: ['reason'], registers: r }),
+    projectLimited: new Counter({
+      name: 'spate_ingest_project_limited_events_total',
+      help: "Events held back by their project's limits, by project id and limit: refused with 429 (events_per_second, historical_messages_per_second) or dropped with 200 (events_per_day)",
+      labelNames: ['project', 'limit'],
+      registers: r,
+    }),
     bytesIn: new Counter({ name: 'spate_ingest_bytes_in_total', help: 'Request body bytes received', registers: r }),
     publishLatency: new Histogram({
       name: 'spate_ingest_publish_seconds',

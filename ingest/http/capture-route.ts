@@ -6,7 +6,7 @@ import { CaptureError, captureErrorResponse } from '../errors.js';
 import { boundLabels, type IngestMetrics } from '../metrics.js';
 import type { RequestMeta, RouteKind } from '../parse/index.js';
 import type { ParsePool } from '../pool/index.js';
-import { routeSegments, type EventPublisher, type SpikeLimiter } from '../publish/index.js';
+import { routeSegments, type EventPublisher, type ProjectLimiter, type SpikeLimiter } from '../publish/index.js';
 import { Reservation, type InflightBudget } from '../inflight-budget.js';
 import type { Exchange } from './exchange.js';
 import { readBody } from './read-body.js';
@@ -44,6 +44,8 @@ export interface CaptureDeps {
   pool: ParsePool;
   publisher: EventPublisher;
   limiter: SpikeLimiter;
+  /** Each project's rate limits and daily quota (from its spate-projects record). */
+  projectLimiter: ProjectLimiter;
   budget: InflightBudget;
   metrics: IngestMetrics;
   /** Metric children bound to their labels once (see boundLabels). */
@@ -193,7 +195,23 @@ async function processBody(
       });
     }
     for (const [reason, n] of Object.entries(parsed.dropped)) deps.metrics.eventsDropped.inc({ reason }, n);
-    if (parsed.accepted > 0) {
+    const decision = deps.projectLimiter.decide(
+      { token: parsed.token, projectId: parsed.projectId, historical: parsed.historical, events: parsed.accepted, messages: parsed.segments.length },
+      Date.now(),
+    );
+    if (decision.kind === 'rate_limited') {
+      deps.metrics.projectLimited.inc({ project: String(parsed.projectId), limit: decision.limit }, parsed.accepted);
+      const what = decision.limit === 'events_per_second' ? 'events' : 'historical messages';
+      throw new CaptureError('rate_limited', `rate limit exceeded: this project may send ${decision.perSecond} ${what} per second to this ingest node`, {
+        headers: { 'Retry-After': String(decision.retryAfterSeconds) },
+      });
+    }
+    if (decision.kind === 'quota_exhausted') {
+      // PostHog's answer to a used-up billing quota: the events are dropped and the request
+      // still succeeds, so SDKs do not hold and resend them all day (docs/capture-api.md).
+      deps.metrics.projectLimited.inc({ project: String(parsed.projectId), limit: 'events_per_day' }, parsed.accepted);
+      deps.metrics.eventsDropped.inc({ reason: 'quota_exceeded' }, parsed.accepted);
+    } else if (parsed.accepted > 0) {
       const items = routeSegments(parsed, deps);
       await deps.publisher.publish(items);
       for (const item of items) deps.hot.accepted(item.subject.slice(0, item.subject.indexOf('.'))).inc(item.count);
