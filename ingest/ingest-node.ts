@@ -33,12 +33,15 @@ export interface IngestNode {
 
 export interface IngestDeps {
   log?: Logger;
+  /** Told how to undo what a start that later fails has opened (the process shell runs these). */
+  onFailedStart?: (undo: () => unknown) => void;
 }
 
 export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): Promise<IngestNode> {
   const log = deps.log ?? createLogger('ingest');
   const metrics = createIngestMetrics();
   const nc = await connectNats(config.natsUrl, 'spate-ingest');
+  deps.onFailedStart?.(() => nc.close());
   const jsm = await retryUnanswered('jetstream manager', () => jetstreamManager(nc), log);
   const streamLimits = {
     replicas: config.streamReplicas,
@@ -62,6 +65,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   await retryUnanswered('streams', () => ensureStreams(jsm, streamLimits), log);
 
   const registry = new TokenRegistry(nc, config.streamReplicas, log);
+  deps.onFailedStart?.(() => registry.stop());
   await registry.start();
 
   const maxMessageBytes = messageSizeLimit(config.maxMessageBytes, nc.info?.max_payload);
@@ -85,6 +89,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     registry,
     metrics,
   );
+  deps.onFailedStart?.(() => pool.close());
   const publisher = new EventPublisher(
     jetstream(nc),
     {

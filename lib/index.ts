@@ -12,3 +12,4 @@ export * from './runtime-module.js';
 export * from './cluster-file.js';
 export * from './pipeline.js';
 export * from './sanitize.js';
+export * from './process-shell.js';
