@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectNats, createLogger, PROJECTS_BUCKET, type NatsConnection } from '../lib/index.js';
+import { createLogger, PROJECTS_BUCKET, type NatsConnection } from '../lib/index.js';
 import { DEFAULT_LIMITS } from '../test/admin/harness.js';
 import { freshDatabase, startNats, type NatsHandle } from '../test/kit/index.js';
 import { BOOTSTRAP_FILE, bootstrapCluster, loadAdminConfig, startAdmin } from './index.js';
@@ -16,7 +16,7 @@ const dirs: string[] = [];
 
 beforeAll(async () => {
   nats = await startNats();
-  nc = await connectNats(nats.url, 'bootstrap-test');
+  nc = await nats.connect('bootstrap-test');
 });
 afterAll(async () => {
   await nc?.close();
@@ -34,7 +34,7 @@ describe('bootstrap', () => {
   it('bootstrap - a fresh database gets a user, an organization, project 1 and a * key that works', async () => {
     const databaseUrl = await freshDatabase();
     const dataDir = tempDir();
-    const result = await bootstrapCluster({ databaseUrl, dataDir, natsUrl: nats.url, logger });
+    const result = await bootstrapCluster({ databaseUrl, dataDir, natsUrl: nats.url, natsAuth: nats.credentials('admin'), logger });
     expect(result).toMatchObject({ projectId: 1, userEmail: 'admin@spate.local' });
     expect(result.organizationId).toMatch(/^[0-9a-f-]{36}$/);
     expect(result.projectApiKey).toMatch(/^phc_/);
@@ -44,7 +44,7 @@ describe('bootstrap', () => {
     const kv = await new Kvm(nc).open(PROJECTS_BUCKET);
     expect((await kv.get(result.projectApiKey))?.json()).toEqual({ projectId: 1, organizationId: result.organizationId, limits: DEFAULT_LIMITS });
 
-    const admin = await startAdmin(loadAdminConfig({ DATABASE_URL: databaseUrl, NATS_URL: nats.url, ADMIN_PORT: '0' }), { logger });
+    const admin = await startAdmin(loadAdminConfig({ DATABASE_URL: databaseUrl, ...nats.env('admin'), ADMIN_PORT: '0' }), { logger });
     try {
       const headers = { authorization: `Bearer ${result.personalApiKey}` };
       const org = await (await fetch(`${admin.url}/api/organizations/${result.organizationId}/`, { headers })).json();

@@ -6,7 +6,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { z } from 'zod';
-import { connectNats, createLogger, type Logger } from '../lib/index.js';
+import { connectNats, createLogger, type Logger, type NatsAuth } from '../lib/index.js';
 import { projectLimitSettingsFromEnv } from './config.js';
 import { migrate } from './db/migrate.js';
 import { inTransaction } from './db/pool.js';
@@ -26,6 +26,8 @@ export interface BootstrapOptions {
   dataDir: string;
   /** When given, the project's key is put into the spate-projects KV bucket at once. */
   natsUrl?: string;
+  /** Credentials for natsUrl (the admin server's NATS user, or the operator's). */
+  natsAuth?: NatsAuth;
   /** Replicas of the spate-projects bucket if this call creates it (as PROJECTS_KV_REPLICAS). */
   kvReplicas?: number;
   /** The cluster's project limits, as the admin server's PROJECT_* settings say (default: from process.env). */
@@ -135,7 +137,7 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Boots
     });
 
     if (options.natsUrl) {
-      const nc = await connectNats(options.natsUrl, 'spate-admin-bootstrap');
+      const nc = await connectNats(options.natsUrl, 'spate-admin-bootstrap', options.natsAuth);
       try {
         const kv = await openProjectsKv(nc, pool, log, options.projectLimits ?? projectLimitSettingsFromEnv(process.env), options.kvReplicas ?? 1);
         try {

@@ -143,7 +143,15 @@ describe('spate admin CLI', () => {
     dirs.push(dir);
     writeFileSync(
       join(dir, 'cluster.json'),
-      JSON.stringify({ captureUrl: 'http://127.0.0.1:1', natsUrl: f.nats.url, databaseUrl: f.databaseUrl, projectId: 1, projectApiKey: 'phc_x' }),
+      JSON.stringify({
+        captureUrl: 'http://127.0.0.1:1',
+        natsUrl: f.nats.url,
+        natsUser: 'spate-operator',
+        natsPassword: f.nats.auth.passwords.operator,
+        databaseUrl: f.databaseUrl,
+        projectId: 1,
+        projectApiKey: 'phc_x',
+      }),
     );
     const res = await spate(['admin', 'user', '--email', 'from-cluster-file@example.com'], { SPATE_DATA_DIR: dir });
     expect(res.code, res.stderr).toBe(0);
@@ -160,6 +168,8 @@ describe('spate admin CLI', () => {
     expect(JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8'))).toEqual({
       captureUrl: 'http://127.0.0.1:1',
       natsUrl: f.nats.url,
+      natsUser: 'spate-operator',
+      natsPassword: f.nats.auth.passwords.operator,
       databaseUrl: f.databaseUrl,
       organizationId: result.organizationId,
       projectId: result.projectId,
@@ -172,7 +182,7 @@ describe('spate admin CLI', () => {
     const dir = mkdtempSync(join(tmpdir(), 'spate-cli-boot-'));
     dirs.push(dir);
     const databaseUrl = await freshDatabase();
-    const res = await spate(['admin', 'bootstrap', '--email', 'boss@example.com'], { DATABASE_URL: databaseUrl, NATS_URL: f.nats.url, SPATE_DATA_DIR: dir });
+    const res = await spate(['admin', 'bootstrap', '--email', 'boss@example.com'], { DATABASE_URL: databaseUrl, ...f.nats.env('admin'), SPATE_DATA_DIR: dir });
     expect(res.code, res.stderr).toBe(0);
     expect(JSON.parse(res.stdout)).toMatchObject({ projectId: 1, userEmail: 'boss@example.com' });
   });

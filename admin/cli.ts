@@ -4,7 +4,18 @@
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { z } from 'zod';
-import { clusterFilePath, createLogger, dataDir, isUuid, readClusterFile, writeClusterFile } from '../lib/index.js';
+import {
+  clusterFilePath,
+  createLogger,
+  dataDir,
+  isUuid,
+  loadConfig,
+  natsAuthOf,
+  natsAuthSettings,
+  readClusterFile,
+  writeClusterFile,
+  type NatsAuth,
+} from '../lib/index.js';
 import { parseScopes } from './auth/scopes.js';
 import { bootstrapCluster } from './bootstrap.js';
 import { adminConfigHelp, projectLimitSettingsFromEnv } from './config.js';
@@ -78,6 +89,22 @@ function natsUrlFrom(env: CliIo['env']): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The admin server's NATS settings (NATS_USER, NATS_PASSWORD, …) when credentials are given;
+ * otherwise the operator user of $SPATE_DATA_DIR/cluster.json, as for the URL.
+ */
+function natsAuthFrom(env: CliIo['env']): NatsAuth {
+  const settings = loadConfig(natsAuthSettings('admin'), env);
+  if (settings.natsPassword || settings.natsCreds) return natsAuthOf(settings);
+  try {
+    const cluster = readClusterFile(clusterFilePath(dataDir(env)));
+    if (cluster.natsUser) return { ...natsAuthOf(settings), user: cluster.natsUser, pass: cluster.natsPassword, inboxPrefix: undefined };
+  } catch {
+    // no cluster file: connect with what the settings say (no credentials)
+  }
+  return natsAuthOf(settings);
 }
 
 async function withDatabase<T>(env: CliIo['env'], fn: (pool: pg.Pool) => Promise<T>): Promise<T> {
@@ -209,6 +236,7 @@ async function bootstrapCommand(args: string[], io: CliIo): Promise<void> {
     databaseUrl,
     dataDir: dir,
     natsUrl: natsUrlFrom(io.env),
+    natsAuth: natsAuthFrom(io.env),
     // On a 3-node cluster the project key bucket must be created at R3 if bootstrap creates it.
     kvReplicas: kvReplicasFrom(io.env),
     projectLimits: projectLimitSettingsFromEnv(io.env),

@@ -11,7 +11,7 @@ let owner: TestUser;
 
 beforeAll(async () => {
   f = await startAdminFixture();
-  ingest = await startIngest(loadIngestConfig({ NATS_URL: f.nats.url, CAPTURE_PORT: '0', PARSE_THREADS: '1' }), { log: pino({ level: 'silent' }) });
+  ingest = await startIngest(loadIngestConfig({ ...f.nats.env('ingest'), CAPTURE_PORT: '0', PARSE_THREADS: '1' }), { log: pino({ level: 'silent' }) });
   owner = await f.newUser('owner@ingest.example');
 });
 afterAll(async () => {

@@ -28,7 +28,7 @@ describe('migrations', () => {
   it('migrations - two admin servers starting at once on a fresh database both come up, migrations applied once', async () => {
     const databaseUrl = await freshDatabase();
     await using nats = await startNats();
-    const config = loadAdminConfig({ DATABASE_URL: databaseUrl, NATS_URL: nats.url, ADMIN_PORT: '0', LOG_LEVEL: 'silent' });
+    const config = loadAdminConfig({ DATABASE_URL: databaseUrl, ...nats.env('admin'), ADMIN_PORT: '0', LOG_LEVEL: 'silent' });
     const logger = createLogger('admin-test', 'silent');
     const [a, b] = await Promise.all([startAdmin(config, { logger }), startAdmin(config, { logger })]);
     try {

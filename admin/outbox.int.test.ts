@@ -4,7 +4,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { connectNats, ensurePipelineStreams, pipelineSubject, type NatsConnection } from '../lib/index.js';
+import { ensurePipelineStreams, pipelineSubject, type NatsConnection } from '../lib/index.js';
 import { newPlugin } from '../test/admin/endpoints.js';
 import { startAdminFixture } from '../test/admin/harness.js';
 import { freshDatabase, startNats, type NatsHandle } from '../test/kit/index.js';
@@ -28,8 +28,8 @@ beforeAll(async () => {
   const databaseUrl = await freshDatabase();
   await migrate(databaseUrl);
   pool = createPool(databaseUrl, 4);
-  nc = await connectNats(nats.url, 'outbox-test');
-  watcher = await connectNats(nats.url, 'outbox-test-watcher');
+  nc = await nats.connect('outbox-test');
+  watcher = await nats.connect('outbox-test-watcher');
   await ensurePipelineStreams(await jetstreamManager(nc), { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 2 * 60_000 });
   // Only the request subjects: a subscriber on the "nowhere" subject below would answer as a responder.
   watcher.subscribe(`${pipelineSubject('pluginJobs', 1, 1).split('.')[0]}.>`, {

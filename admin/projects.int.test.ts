@@ -191,7 +191,7 @@ describe('projects', () => {
     await limited.db.query('update projects set capture_events_per_second = 800 where id = $1', [created.body.id]);
     await waitFor('set from SQL', async () => ((await record(created.body.api_token)) as ProjectLimits).eventsPerSecond === 800, 1_000, 10);
     await limited.admin.stop();
-    const restarted = await startAdmin(loadAdminConfig({ DATABASE_URL: limited.databaseUrl, NATS_URL: limited.nats.url, ADMIN_PORT: '0', PROJECT_EVENTS_PER_SECOND: '500', PROJECT_HISTORICAL_MESSAGES_PER_SECOND: '0' }), {
+    const restarted = await startAdmin(loadAdminConfig({ DATABASE_URL: limited.databaseUrl, ...limited.nats.env('admin'), ADMIN_PORT: '0', PROJECT_EVENTS_PER_SECOND: '500', PROJECT_HISTORICAL_MESSAGES_PER_SECOND: '0' }), {
       logger: createLogger('admin-test', 'silent'),
     });
     try {

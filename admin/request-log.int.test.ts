@@ -24,7 +24,7 @@ describe('admin request log', () => {
     const port = await freePort();
     const entry = runtimeModule(import.meta.url, './main');
     const child = spawn(process.execPath, [...entry.execArgv, entry.path], {
-      env: { ...process.env, DATABASE_URL: databaseUrl, NATS_URL: nats.url, ADMIN_PORT: String(port), LOG_LEVEL: 'info' },
+      env: { ...process.env, DATABASE_URL: databaseUrl, ...nats.env('admin'), ADMIN_PORT: String(port), LOG_LEVEL: 'info' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';

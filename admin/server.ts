@@ -10,6 +10,7 @@ import {
   createLogger,
   createMetricsRegistry,
   ensurePipelineStreams,
+  natsAuthOf,
   retryUnanswered,
   type Logger,
   type NatsConnection,
@@ -80,7 +81,7 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
     const pool = deps.pool ?? createPool(config.databaseUrl, config.databasePoolSize);
     if (!deps.pool) cleanups.push(() => pool.end());
 
-    const nc = deps.nats ?? (await connectNats(config.natsUrl, 'spate-admin'));
+    const nc = deps.nats ?? (await connectNats(config.natsUrl, 'spate-admin', natsAuthOf(config)));
     let natsConnected = true;
     watchNatsConnection(nc, (connected) => (natsConnected = connected));
     if (!deps.nats) cleanups.push(() => nc.drain());

@@ -12,9 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
-import { NatsNode } from '../deploy/local/nats-server.js';
+import { generateNatsServerAuth, NatsNode } from '../deploy/local/nats-server.js';
 import { freePort } from '../deploy/local/ports.js';
-import { connectNats } from '../lib/index.js';
+import { connectNats, NATS_USERS } from '../lib/index.js';
 import { parseBenchArgs } from './lib/cli.js';
 import { markdownTable } from './lib/report.js';
 
@@ -40,10 +40,11 @@ async function rss(monitorPort: number): Promise<number> {
 async function measure(withIds: boolean): Promise<{ before: number; after: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'spate-dedup-bench-'));
   const monitorPort = await freePort();
-  const node = new NatsNode({ dir, port: await freePort(), monitorPort, serverName: 'dedup-bench' });
+  const auth = generateNatsServerAuth();
+  const node = new NatsNode({ dir, port: await freePort(), monitorPort, serverName: 'dedup-bench', auth });
   await node.start();
   try {
-    const nc = await connectNats(node.url, 'dedup-bench');
+    const nc = await connectNats(node.url, 'dedup-bench', { user: NATS_USERS.operator, pass: auth.passwords.operator });
     await (await jetstreamManager(nc)).streams.add({ name: 'DEDUP', subjects: ['dedup.>'], duplicate_window: 3_600_000 * 1_000_000 });
     const js = jetstream(nc);
     const payload = new TextEncoder().encode('{}');

@@ -9,12 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Kvm } from '@nats-io/kv';
-import { NatsNode } from '../deploy/local/nats-server.js';
+import { generateNatsServerAuth, NatsNode } from '../deploy/local/nats-server.js';
 import { freePort } from '../deploy/local/ports.js';
 import { ParsePool } from '../ingest/pool/index.js';
 import { createIngestMetrics } from '../ingest/metrics.js';
 import { TokenRegistry } from '../ingest/token-registry.js';
-import { connectNats, createLogger, PROJECTS_BUCKET } from '../lib/index.js';
+import { connectNats, createLogger, NATS_USERS, PROJECTS_BUCKET } from '../lib/index.js';
 import { parseBenchArgs } from './lib/cli.js';
 import { markdownTable } from './lib/report.js';
 import { batchBody, singleBody } from './lib/payloads.js';
@@ -59,9 +59,10 @@ async function measure(pool: ParsePool, body: Uint8Array): Promise<{ perSec: num
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'spate-parse-inline-'));
-  const nats = new NatsNode({ dir, port: await freePort(), monitorPort: await freePort(), serverName: 'parse-inline' });
+  const auth = generateNatsServerAuth();
+  const nats = new NatsNode({ dir, port: await freePort(), monitorPort: await freePort(), serverName: 'parse-inline', auth });
   await nats.start();
-  const nc = await connectNats(nats.url, 'parse-inline');
+  const nc = await connectNats(nats.url, 'parse-inline', { user: NATS_USERS.operator, pass: auth.passwords.operator });
   const kv = await new Kvm(nc).create(PROJECTS_BUCKET, { history: 1 });
   await kv.put(KEY, JSON.stringify({ projectId: 1, organizationId: 'bench' }));
   const registry = new TokenRegistry(nc, 1, createLogger('bench', 'warn'));

@@ -8,6 +8,7 @@ import {
   createLogger,
   ensureClusterSettings,
   ensureStreams,
+  natsAuthOf,
   retryUnanswered,
   streamsPresent,
   watchNatsConnection,
@@ -40,7 +41,7 @@ export interface IngestDeps {
 export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): Promise<IngestNode> {
   const log = deps.log ?? createLogger('ingest');
   const metrics = createIngestMetrics();
-  const nc = await connectNats(config.natsUrl, 'spate-ingest');
+  const nc = await connectNats(config.natsUrl, 'spate-ingest', natsAuthOf(config));
   deps.onFailedStart?.(() => nc.close());
   const jsm = await retryUnanswered('jetstream manager', () => jetstreamManager(nc), log);
   const streamLimits = {

@@ -4,7 +4,7 @@
 // historical message rate is held.
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectNats, parseSubject, STREAMS, type NatsConnection, type StreamKind } from '../lib/index.js';
+import { parseSubject, STREAMS, type NatsConnection, type StreamKind } from '../lib/index.js';
 import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
 import { silentLog } from '../test/ingest-harness.js';
 import { waitFor } from '../test/kit/index.js';
@@ -19,8 +19,8 @@ let jsm: JetStreamManager;
 beforeAll(async () => {
   f = await startAdminFixture();
   owner = await f.newUser('owner@limits.example');
-  node = await startIngest(loadIngestConfig({ NATS_URL: f.nats.url, CAPTURE_PORT: '0', PARSE_THREADS: '1' }), { log: silentLog });
-  nc = await connectNats(f.nats.url, 'project-limits-test');
+  node = await startIngest(loadIngestConfig({ ...f.nats.env('ingest'), CAPTURE_PORT: '0', PARSE_THREADS: '1' }), { log: silentLog });
+  nc = await f.nats.connect('project-limits-test');
   jsm = await jetstreamManager(nc);
 }, 60_000);
 afterAll(async () => {

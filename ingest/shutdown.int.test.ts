@@ -5,18 +5,18 @@ import { connect } from 'node:net';
 import { Kvm } from '@nats-io/kv';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
-import { connectNats, PROJECTS_BUCKET, runtimeModule, STREAMS } from '../lib/index.js';
+import { PROJECTS_BUCKET, runtimeModule, STREAMS } from '../lib/index.js';
 import { freePort, startNats, waitFor } from '../test/kit/index.js';
 
 describe('ingest shutdown', () => {
   it('shutdown - SIGTERM finishes the request in flight with a 200, refuses new connections, and exits 0', async () => {
     await using nats = await startNats();
-    const nc = await connectNats(nats.url, 'shutdown-test');
+    const nc = await nats.connect('shutdown-test');
     await (await new Kvm(nc).create(PROJECTS_BUCKET)).put('phc_shutdown', JSON.stringify({ projectId: 1, organizationId: 'o' }));
     const port = await freePort();
     const entry = runtimeModule(import.meta.url, './main');
     const child = spawn(process.execPath, [...entry.execArgv, entry.path], {
-      env: { ...process.env, NATS_URL: nats.url, CAPTURE_PORT: String(port), LOG_LEVEL: 'warn' },
+      env: { ...process.env, ...nats.env('ingest'), CAPTURE_PORT: String(port), LOG_LEVEL: 'warn' },
       stdio: 'ignore',
     });
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));

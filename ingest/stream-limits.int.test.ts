@@ -3,7 +3,7 @@
 // the streams, and STREAM_LIMITS_UPDATE changes them on purpose.
 import { jetstreamManager } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
-import { ClusterSettingsMismatch, connectNats, STREAMS } from '../lib/index.js';
+import { ClusterSettingsMismatch, STREAMS } from '../lib/index.js';
 import { silentLog } from '../test/ingest-harness.js';
 import { startNats } from '../test/kit/index.js';
 import { loadIngestConfig, startIngest } from './index.js';
@@ -13,9 +13,9 @@ const DAY_NS = 86_400 * 1e9;
 describe('ingest stream limits', () => {
   it('stream limits - a node with another STREAM_MAX_AGE refuses to start and the streams keep their retention', async () => {
     await using nats = await startNats();
-    const nc = await connectNats(nats.url, 'stream-limits-test');
+    const nc = await nats.connect('stream-limits-test');
     const jsm = await jetstreamManager(nc);
-    const start = (env: Record<string, string>) => startIngest(loadIngestConfig({ NATS_URL: nats.url, CAPTURE_PORT: '0', PARSE_THREADS: '1', ...env }), { log: silentLog });
+    const start = (env: Record<string, string>) => startIngest(loadIngestConfig({ ...nats.env('ingest'), CAPTURE_PORT: '0', PARSE_THREADS: '1', ...env }), { log: silentLog });
     const maxAgeDays = async () => (await jsm.streams.info(STREAMS.events)).config.max_age / DAY_NS;
 
     const first = await start({});

@@ -10,6 +10,9 @@ export const clusterFileSchema = z.object({
   captureUrl: z.string(),
   adminUrl: z.string().optional(),
   natsUrl: z.string(),
+  /** The operator NATS user (full access), for tools and tests. */
+  natsUser: z.string().optional(),
+  natsPassword: z.string().optional(),
   databaseUrl: z.string().optional(),
   organizationId: z.string().optional(),
   projectId: z.number().int(),

@@ -13,3 +13,4 @@ export * from './cluster-file.js';
 export * from './pipeline.js';
 export * from './sanitize.js';
 export * from './process-shell.js';
+export * from './nats-settings.js';

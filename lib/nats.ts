@@ -1,12 +1,33 @@
 // One way to connect to NATS for every deployable: named connections that reconnect forever,
-// so a NATS restart is an outage to wait out, not a crash.
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+// so a NATS restart is an outage to wait out, not a crash. Every connection authenticates
+// (docs/security.md): Spate's NATS refuses connections without credentials.
+import { readFileSync } from 'node:fs';
+import { connect, credsAuthenticator, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from './logger.js';
 
 export type { NatsConnection };
 
-export async function connectNats(servers: string, name: string): Promise<NatsConnection> {
-  return connect({
+/** How a process proves who it is to NATS, and where its replies arrive. */
+export interface NatsAuth {
+  user?: string;
+  pass?: string;
+  /** A .creds file (JWT + NKey seed) for servers in operator mode; replaces user/pass. */
+  credsFile?: string;
+  /** TLS: the CA that signed the servers' certificates, and a client certificate for mutual TLS. */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  /**
+   * Subject prefix of this connection's reply inboxes (`_INBOX` otherwise). The NATS users of
+   * Spate's roles may subscribe only under their own prefix, so no role reads another's replies.
+   */
+  inboxPrefix?: string;
+}
+
+export class NatsAuthError extends Error {
+  override name = 'NatsAuthError';
+}
+
+export async function connectNats(servers: string, name: string, auth: NatsAuth = {}): Promise<NatsConnection> {
+  const options: ConnectionOptions = {
     servers: servers.split(',').map((s) => s.trim()),
     name,
     maxReconnectAttempts: -1,
@@ -15,7 +36,24 @@ export async function connectNats(servers: string, name: string): Promise<NatsCo
     // Pings detect a dead server within ~10 s even when the socket stays open.
     pingInterval: 5_000,
     maxPingOut: 2,
-  });
+  };
+  if (auth.credsFile) options.authenticator = credsAuthenticator(readFileSync(auth.credsFile));
+  else if (auth.user) Object.assign(options, { user: auth.user, pass: auth.pass ?? '' });
+  if (auth.tls && (auth.tls.caFile || auth.tls.certFile)) options.tls = { ...auth.tls };
+  if (auth.inboxPrefix) options.inboxPrefix = auth.inboxPrefix;
+  try {
+    return await connect(options);
+  } catch (err) {
+    if (isAuthFailure(err)) {
+      const who = auth.credsFile ? `the credentials in ${auth.credsFile}` : auth.user ? `user ${auth.user}` : 'no credentials';
+      throw new NatsAuthError(`NATS at ${servers} refused ${who} (NATS_USER / NATS_PASSWORD / NATS_CREDS)`, { cause: err });
+    }
+    throw err;
+  }
+}
+
+function isAuthFailure(err: unknown): boolean {
+  return err instanceof Error && (err.name === 'AuthorizationError' || /authorization violation|authentication/i.test(err.message));
 }
 
 /**

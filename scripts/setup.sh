@@ -27,6 +27,10 @@ fi
 if ! command -v curl >/dev/null 2>&1; then
   missing+=(curl)
 fi
+# The TLS test makes its certificates with openssl.
+if ! command -v openssl >/dev/null 2>&1; then
+  missing+=(openssl)
+fi
 
 # Two tests check deploy files with the real parsers: `haproxy -c` (deploy/compose/haproxy.cfg) and
 # `promtool check config` (deploy/observability/prometheus.yml). Debian ships promtool only in the

@@ -9,7 +9,7 @@ import { parseAllDocuments, parse as parseYamlText } from 'yaml';
 import { adminConfigDefinition } from '../admin/index.js';
 import { ingestConfigDefinition } from '../ingest/index.js';
 import { workerConfigDefinition } from '../workers/index.js';
-import { ConfigError, loadConfig, type ConfigDefinition } from '../lib/index.js';
+import { ConfigError, loadConfig, natsAuthSettings, NATS_USERS, type ConfigDefinition, type NatsRole } from '../lib/index.js';
 
 export const repoRoot = fileURLToPath(new URL('../', import.meta.url));
 
@@ -40,9 +40,16 @@ const LOGGER_SETTINGS = ['LOG_LEVEL'];
 
 /**
  * What `spate admin …` reads: DATABASE_URL and NATS_URL (admin/cli.ts, databaseUrlFrom and
- * natsUrlFrom), SPATE_DATA_DIR (lib/cluster-file.ts, dataDir).
+ * natsUrlFrom), the admin server's NATS credentials settings (natsAuthFrom), SPATE_DATA_DIR
+ * (lib/cluster-file.ts, dataDir).
  */
-export const CLI_SETTINGS = ['DATABASE_URL', 'NATS_URL', 'SPATE_DATA_DIR', 'PROJECTS_KV_REPLICAS'];
+export const CLI_SETTINGS = [
+  'DATABASE_URL',
+  'NATS_URL',
+  ...Object.values(natsAuthSettings('admin')).map((s) => s.env),
+  'SPATE_DATA_DIR',
+  'PROJECTS_KV_REPLICAS',
+];
 
 export type DeployableName = 'ingest' | 'admin' | 'workers' | 'cli';
 
@@ -162,4 +169,33 @@ export function imageEnv(): Record<string, string> {
     for (const p of e.getProperties()) env[p.getName()] = p.getValue() ?? '';
   }
   return env;
+}
+
+/** The NATS role each deployable connects as (the CLI acts for the admin server). */
+export const NATS_ROLE_OF: Record<DeployableName, NatsRole> = { ingest: 'ingest', admin: 'admin', workers: 'worker', cli: 'admin' };
+
+export interface NatsAuthUser {
+  user: string;
+  /** The environment variable nats-server reads the password from. */
+  passwordVariable: string;
+  /** The name of the permissions variable, or undefined for full access. */
+  permissions: string | undefined;
+}
+
+/** The users of deploy/nats/auth.conf, as its `authorization { users: [...] }` lists them. */
+export function natsAuthUsers(): NatsAuthUser[] {
+  const conf = readRepoFile('deploy/nats/auth.conf');
+  const block = /^authorization \{([\s\S]*?)^\}/m.exec(conf)?.[1] ?? '';
+  return [...block.matchAll(/\{ user: "([\w-]+)", password: \$(\w+)(?:, permissions: \$(\w+))? \}/g)].map((m) => ({
+    user: m[1]!,
+    passwordVariable: m[2]!,
+    permissions: m[3],
+  }));
+}
+
+/** The password variable of a role's (or the operator's) user in deploy/nats/auth.conf. */
+export function natsPasswordVariable(user: NatsRole | 'operator'): string {
+  const found = natsAuthUsers().find((u) => u.user === NATS_USERS[user]);
+  if (!found) throw new Error(`deploy/nats/auth.conf has no user ${NATS_USERS[user]}`);
+  return found.passwordVariable;
 }

@@ -69,9 +69,9 @@ async function runCommands(commands: string[]): Promise<{ command: string; outpu
   return commands.map((command, i) => ({ command: command.split('\n')[0]!, output: outputs[i]! }));
 }
 
-/** Events stored in a stream (the Spate-Events header of each message). */
-async function streamEvents(natsUrl: string, stream: string): Promise<number> {
-  const nc = await connectNats(natsUrl, 'first-event-test');
+/** Events stored in a stream (the Spate-Events header of each message), read as cluster.json's operator. */
+async function streamEvents(c: ClusterFile, stream: string): Promise<number> {
+  const nc = await connectNats(c.natsUrl, 'first-event-test', { user: c.natsUser, pass: c.natsPassword });
   try {
     const jsm = await jetstreamManager(nc);
     const info = await jsm.streams.info(stream);
@@ -87,8 +87,8 @@ async function streamEvents(natsUrl: string, stream: string): Promise<number> {
 }
 
 /** Every processed line stored so far. */
-async function processedEvents(natsUrl: string): Promise<ProcessedEvent[]> {
-  const nc = await connectNats(natsUrl, 'first-event-test');
+async function processedEvents(c: ClusterFile): Promise<ProcessedEvent[]> {
+  const nc = await connectNats(c.natsUrl, 'first-event-test', { user: c.natsUser, pass: c.natsPassword });
   try {
     const jsm = await jetstreamManager(nc);
     const info = await jsm.streams.info(STREAMS.processed);
@@ -156,7 +156,7 @@ describe('a newcomer with the README and docs', () => {
     // And processed, each with the person of distinct id "me" (the README says a worker gives it one).
     let mine: ProcessedEvent[] = [];
     await waitFor('both events processed', async () => {
-      mine = (await processedEvents(cluster.natsUrl)).filter((e) => e.distinct_id === 'me');
+      mine = (await processedEvents(cluster)).filter((e) => e.distinct_id === 'me');
       return mine.length >= 2;
     }, 60_000, 250);
     expect(mine.map((e) => e.event).sort()).toEqual(['hello', 'hello from node']);
@@ -215,6 +215,6 @@ describe('a newcomer with the README and docs', () => {
     expect(first!.output).toContain('events.ndjson.gz: imported — 10,000 events sent and acknowledged this run');
     expect(again!.output).toContain('events.ndjson.gz: already imported, nothing sent — 0 events sent');
     // In HISTORICAL once: the second run sent nothing.
-    expect(await streamEvents(cluster.natsUrl, STREAMS.historical)).toBe(10_000);
+    expect(await streamEvents(cluster, STREAMS.historical)).toBe(10_000);
   });
 });

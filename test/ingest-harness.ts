@@ -3,7 +3,7 @@
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { pino } from 'pino';
-import { connectNats, PROJECTS_BUCKET, parseNdjson, type CapturedEvent, type NatsConnection, type StreamKind, STREAMS } from '../lib/index.js';
+import { PROJECTS_BUCKET, parseNdjson, type CapturedEvent, type NatsConnection, type StreamKind, STREAMS } from '../lib/index.js';
 import { loadIngestConfig, startIngest, type IngestNode } from '../ingest/index.js';
 import { startNats, waitFor, type NatsHandle } from './kit/index.js';
 
@@ -38,12 +38,12 @@ export const silentLog = pino({ level: 'silent' });
 
 export async function startIngestHarness(env: Record<string, string> = {}, keys: Record<string, number> = {}): Promise<IngestHarness> {
   const nats = await startNats();
-  const nc = await connectNats(nats.url, 'ingest-test');
+  const nc = await nats.connect('ingest-test');
   const jsm = await jetstreamManager(nc);
   const kv = await new Kvm(nc).create(PROJECTS_BUCKET, { history: 1 });
   for (const [token, projectId] of Object.entries(keys)) await kv.put(token, JSON.stringify({ projectId, organizationId: 'org-test' }));
   const node = await startIngest(
-    loadIngestConfig({ NATS_URL: nats.url, CAPTURE_PORT: '0', PARSE_THREADS: '1', ...env }),
+    loadIngestConfig({ ...nats.env('ingest'), CAPTURE_PORT: '0', PARSE_THREADS: '1', ...env }),
     { log: silentLog },
   );
 

@@ -6,6 +6,7 @@ import {
   connectNats,
   createLogger,
   ensureClusterSettings,
+  natsAuthOf,
   retryUnanswered,
   streamsPresent,
   type Logger,
@@ -67,7 +68,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   logger.info({ url: status.url }, 'status server listening');
 
   const ownNats = deps.nc === undefined;
-  const nc = deps.nc ?? (await connectNats(config.natsUrl, `spate-worker-${workerId}`));
+  const nc = deps.nc ?? (await connectNats(config.natsUrl, `spate-worker-${workerId}`, natsAuthOf(config)));
   const fail = async (err: unknown): Promise<never> => {
     await persons?.stop().catch(() => undefined);
     if (ownNats) await nc.close().catch(() => undefined);

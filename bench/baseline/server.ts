@@ -2,7 +2,8 @@
 // Node team would write first — node:http, JSON.parse of the whole body, and one awaited
 // JetStream publish per event. Same routes, keys, subjects and streams as Spate, so the
 // benchmark's requests and results mean the same thing; nothing else is tuned.
-// Prints {"port"} on stdout when listening. Env: NATS_URL, PORT (default 0), SHARD_COUNT (16).
+// Prints {"port"} on stdout when listening. Env: NATS_URL, NATS_USER, NATS_PASSWORD, PORT (default 0),
+// SHARD_COUNT (16).
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { jetstream } from '@nats-io/jetstream';
@@ -15,15 +16,15 @@ parseBenchArgs(
 
 The benchmark's baseline (started by \`npm run bench\`; not part of the product): the capture server
 a Node team would write first, node:http with one awaited JetStream publish per event. Prints
-{"port":N} on stdout when listening. Environment: NATS_URL (default nats://127.0.0.1:4222), PORT
-(default 0: any free port), SHARD_COUNT (default 16).
+{"port":N} on stdout when listening. Environment: NATS_URL (default nats://127.0.0.1:4222),
+NATS_USER and NATS_PASSWORD (its credentials), PORT (default 0: any free port), SHARD_COUNT (default 16).
 
   -h, --help    this text`,
   { options: {} },
 );
 
 const shardCount = Number(process.env.SHARD_COUNT ?? 16);
-const nc = await connectNats(process.env.NATS_URL ?? 'nats://127.0.0.1:4222', 'bench-baseline');
+const nc = await connectNats(process.env.NATS_URL ?? 'nats://127.0.0.1:4222', 'bench-baseline', { user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD });
 const js = jetstream(nc);
 
 // Project keys, loaded once at start (the benchmark registers its key before starting us).

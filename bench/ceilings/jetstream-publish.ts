@@ -2,7 +2,7 @@
 // lines packed into messages of the same size, several messages in flight, no HTTP, no parsing.
 import { jetstream } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
-import { connectNats, HEADER_EVENT_COUNT, shardOf, subjectFor, uuidv7 } from '../../lib/index.js';
+import { connectNats, HEADER_EVENT_COUNT, shardOf, subjectFor, uuidv7, type NatsAuth } from '../../lib/index.js';
 import { benchEvent } from '../lib/payloads.js';
 
 export interface PublishCeiling {
@@ -11,8 +11,8 @@ export interface PublishCeiling {
   messagesPerSec: number;
 }
 
-export async function measureJetStreamPublish(natsUrl: string, o: { durationS: number; messageBytes: number; inFlight: number }): Promise<PublishCeiling> {
-  const nc = await connectNats(natsUrl, 'bench-ceiling');
+export async function measureJetStreamPublish(natsUrl: string, auth: NatsAuth, o: { durationS: number; messageBytes: number; inFlight: number }): Promise<PublishCeiling> {
+  const nc = await connectNats(natsUrl, 'bench-ceiling', auth);
   const js = jetstream(nc);
   // Pre-build one message per shard, packed like Spate's captured lines.
   const now = new Date().toISOString();

@@ -3,16 +3,18 @@
 // ceiling and the baseline server.
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { NatsNode } from '../../deploy/local/nats-server.js';
+import { generateNatsServerAuth, NatsNode } from '../../deploy/local/nats-server.js';
 import { freePort } from '../../deploy/local/ports.js';
 import { waitFor } from '../../deploy/local/wait.js';
-import { connectNats, PROJECTS_BUCKET, STREAMS } from '../../lib/index.js';
+import { connectNats, NATS_USERS, PROJECTS_BUCKET, STREAMS, type NatsAuth } from '../../lib/index.js';
 import { cpuSeconds, startBaseline, startNodeProcess, startTrivialUws } from './processes.js';
 
 export const BENCH_KEY = 'phc_bench';
 
 export interface CaptureRig {
   natsUrl: string;
+  /** The operator's credentials. */
+  natsAuth: NatsAuth;
   captureUrl: string;
   trivialUrl: string;
   /** Changes when the baseline is restarted. */
@@ -52,10 +54,12 @@ export async function startCaptureRig(dir: string, o: { quietMaxS: number; signa
     await natsServer?.stop().catch(() => undefined);
   };
   try {
-    const nats = new NatsNode({ dir, port: await freePort(), monitorPort: await freePort(), serverName: 'bench' });
+    const auth = generateNatsServerAuth();
+    const operator = { user: NATS_USERS.operator, pass: auth.passwords.operator };
+    const nats = new NatsNode({ dir, port: await freePort(), monitorPort: await freePort(), serverName: 'bench', auth });
     started.push(nats);
     await nats.start();
-    const nc = await connectNats(nats.url, 'bench');
+    const nc = await connectNats(nats.url, 'bench', operator);
     started.push({ stop: () => nc.close() });
     const kv = await new Kvm(nc).create(PROJECTS_BUCKET, { history: 1 });
     await kv.put(BENCH_KEY, JSON.stringify({ projectId: 1, organizationId: 'bench' }));
@@ -64,19 +68,20 @@ export async function startCaptureRig(dir: string, o: { quietMaxS: number; signa
     signal?.throwIfAborted();
 
     const capturePort = await freePort();
-    const ingest = startNodeProcess(import.meta.url, '../../ingest/main', { NATS_URL: nats.url, CAPTURE_PORT: String(capturePort), LOG_LEVEL: 'warn' });
+    const ingest = startNodeProcess(import.meta.url, '../../ingest/main', { NATS_URL: nats.url, NATS_USER: NATS_USERS.ingest, NATS_PASSWORD: auth.passwords.ingest, CAPTURE_PORT: String(capturePort), LOG_LEVEL: 'warn' });
     started.push(ingest);
     const captureUrl = `http://127.0.0.1:${capturePort}`;
     await waitFor('ingest node', async () => (await fetch(`${captureUrl}/_ready`).catch(() => undefined))?.ok === true, 60_000);
     signal?.throwIfAborted();
     const trivial = await startTrivialUws();
     started.push(trivial);
-    let baseline = await startBaseline(nats.url); // after the ingest node created the streams
+    let baseline = await startBaseline(nats.url, operator); // after the ingest node created the streams
     started.push({ stop: () => baseline.stop() });
 
     const cpuOf = () => cpuSeconds(ingest.pid, trivial.pid, baseline.pid, nats.pid);
     return {
       natsUrl: nats.url,
+      natsAuth: operator,
       captureUrl,
       trivialUrl: trivial.url,
       get baselineUrl() {
@@ -109,7 +114,7 @@ export async function startCaptureRig(dir: string, o: { quietMaxS: number; signa
       },
       async restartBaseline() {
         await baseline.kill();
-        baseline = await startBaseline(nats.url);
+        baseline = await startBaseline(nats.url, operator);
       },
       stop,
     };

@@ -2,7 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { runtimeModule } from '../../lib/index.js';
+import { runtimeModule, type NatsAuth } from '../../lib/index.js';
 import { waitFor } from '../../deploy/local/wait.js';
 
 export interface BenchProcess {
@@ -55,8 +55,8 @@ export function startTrivialUws(): Promise<BenchProcess & { url: string }> {
 }
 
 /** Starts the baseline capture server (bench/baseline, not part of the product). */
-export function startBaseline(natsUrl: string): Promise<BenchProcess & { url: string }> {
-  return startPortPrinter('baseline server', '../baseline/server', { NATS_URL: natsUrl });
+export function startBaseline(natsUrl: string, auth: NatsAuth): Promise<BenchProcess & { url: string }> {
+  return startPortPrinter('baseline server', '../baseline/server', { NATS_URL: natsUrl, NATS_USER: auth.user ?? '', NATS_PASSWORD: auth.pass ?? '' });
 }
 
 /** Fields of /proc/<pid>/stat after the command name (which may hold spaces and parentheses). */

@@ -121,7 +121,7 @@ export async function measureCapture(
     if (o.scenarios.some((s) => s.brokerCeiling)) {
       await prepare();
       o.log(`run ${run}/${o.runs}: raw JetStream publish ceiling`);
-      into.broker.push(await measureJetStreamPublish(rig.natsUrl, { durationS: o.durationS, messageBytes: into.brokerMessageBytes, inFlight: 16 }));
+      into.broker.push(await measureJetStreamPublish(rig.natsUrl, rig.natsAuth, { durationS: o.durationS, messageBytes: into.brokerMessageBytes, inFlight: 16 }));
       o.onMeasured?.();
     }
   }

@@ -22,7 +22,7 @@ export async function runEndToEnd(o: { dataDir: string; durationS: number; fract
     o.signal?.throwIfAborted();
     const c = local.cluster;
     if (!c.processes?.some((p) => p.role === 'worker')) throw new Error('the launcher started no worker processes; end-to-end lag cannot be measured');
-    const nc = await connectNats(c.natsUrl, 'bench-e2e');
+    const nc = await connectNats(c.natsUrl, 'bench-e2e', { user: c.natsUser, pass: c.natsPassword });
     try {
       return await measureEndToEndLag({ captureUrl: c.captureUrl, nc, key: c.projectApiKey, projectId: c.projectId, durationS: o.durationS, fractions: o.fractions, warmUpEvents: o.warmUpEvents, log: o.log });
     } finally {

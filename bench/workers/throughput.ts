@@ -24,12 +24,13 @@ import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jets
 import { headers } from '@nats-io/transport-node';
 import * as hdr from 'hdr-histogram-js';
 import pg from 'pg';
-import { NatsNode } from '../../deploy/local/nats-server.js';
+import { generateNatsServerAuth, NatsNode } from '../../deploy/local/nats-server.js';
 import { freePort } from '../../deploy/local/ports.js';
 import { PostgresServer } from '../../deploy/local/postgres.js';
 import { waitFor } from '../../deploy/local/wait.js';
 import {
   connectNats,
+  NATS_USERS,
   ensureStreams,
   runtimeModule,
   shardOf,
@@ -229,7 +230,8 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
   publishedByShard.clear();
   const dir = mkdtempSync(join(tmpdir(), 'spate-bench-workers-'));
   chmodSync(dir, 0o711);
-  const nats = new NatsNode({ dir: join(dir, 'nats'), port: await freePort(), monitorPort: await freePort(), serverName: 'bench' });
+  const auth = generateNatsServerAuth();
+  const nats = new NatsNode({ dir: join(dir, 'nats'), port: await freePort(), monitorPort: await freePort(), serverName: 'bench', auth });
   const postgres = new PostgresServer({ dataDir: join(dir, 'pg'), port: await freePort(), durable: o.durable });
   let child: ReturnType<typeof spawn> | undefined;
   let nc: NatsConnection | undefined;
@@ -239,7 +241,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     await postgres.init();
     await postgres.start();
     const databaseUrl = await postgres.createDatabase('spate');
-    nc = await connectNats(nats.url, 'bench-workers');
+    nc = await connectNats(nats.url, 'bench-workers', { user: NATS_USERS.operator, pass: auth.passwords.operator });
     await ensureStreams(await jetstreamManager(nc), { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 });
     const js = jetstream(nc);
 
@@ -265,6 +267,8 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
       env: {
         ...process.env,
         NATS_URL: nats.url,
+        NATS_USER: NATS_USERS.worker,
+        NATS_PASSWORD: auth.passwords.worker,
         DATABASE_URL: databaseUrl,
         SHARD_COUNT: String(o.shardCount),
         WORKER_METRICS_PORT: String(port),

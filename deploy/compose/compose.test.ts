@@ -2,9 +2,11 @@
 // here): every Spate service runs a built entry file with settings its deployable has, on the
 // ports those settings give, against the NATS nodes and the database the file defines.
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { NATS_USERS } from '../../lib/index.js';
 import {
   DEPLOYABLES,
   deployableOfCommand,
@@ -14,6 +16,9 @@ import {
   localNatsVersion,
   parseYaml,
   readRepoFile,
+  NATS_ROLE_OF,
+  natsAuthUsers,
+  natsPasswordVariable,
   REPLICA_SETTINGS,
   repoPath,
   repoRoot,
@@ -40,9 +45,16 @@ interface Service {
 const compose = parseYaml(COMPOSE) as { name: string; services: Record<string, Service>; volumes: Record<string, unknown> };
 const services = compose.services;
 
-/** Compose's `${VAR:-default}` with nothing set: the default. */
+/** Compose's `${VAR:-default}` with nothing set: the default; a required `${VAR:?…}`: `<VAR>`. */
 function interpolate(value: string): string {
-  return value.replace(/\$\{(\w+):-([^}]*)\}/g, (_m, _name: string, def: string) => def);
+  return value
+    .replace(/\$\{(\w+):-([^}]*)\}/g, (_m, _name: string, def: string) => def)
+    .replace(/\$\{(\w+):\?[^}]*\}/g, (_m, name: string) => `<${name}>`);
+}
+
+/** The variable a value takes from the environment or .env, required (`${VAR:?…}`) or not. */
+function variableOf(value: string | undefined): string | undefined {
+  return /^\$\{(\w+)(?::[?-][^}]*)?\}$/.exec(value ?? '')?.[1];
 }
 
 function envOf(service: Service): Record<string, string> {
@@ -120,18 +132,26 @@ describe('docker compose cluster', () => {
   it('compose - NATS nodes run deploy/nats/compose-node.conf, each named, and Spate services reach all three at R3', () => {
     const conf = readRepoFile('deploy/nats/compose-node.conf');
     const routes = [...conf.matchAll(/"nats-route:\/\/([\w-]+):(\d+)"/g)].map((m) => `${m[1]}:${m[2]}`);
-    const clusterPort = /cluster \{[^}]*listen: "0\.0\.0\.0:(\d+)"/s.exec(conf)?.[1];
+    const clusterPort = /cluster \{[\s\S]*?listen: "0\.0\.0\.0:(\d+)"/.exec(conf)?.[1];
     const clientPort = /^listen: "0\.0\.0\.0:(\d+)"/m.exec(conf)?.[1];
     expect(routes.sort()).toEqual(natsServices.map((n) => `${n}:${clusterPort}`));
+    const routeUser = /authorization \{\s*user: "([\w-]+)"\s*password: \$(\w+)/.exec(conf);
+    expect(routeUser?.slice(1)).toEqual(['spate-route', 'SPATE_NATS_ROUTE_PASSWORD']);
     for (const name of natsServices) {
       const s = services[name]!;
       expect(s.image).toBe(`nats:${localNatsVersion()}-alpine`);
       expect(s.hostname).toBe(name);
-      expect(envOf(s)).toEqual({ NATS_SERVER_NAME: name });
+      // Its name, every user's password (required: compose refuses to start without one), the route password.
+      const variables = [...natsAuthUsers().map((u) => u.passwordVariable), 'SPATE_NATS_ROUTE_PASSWORD'];
+      expect(Object.keys(s.environment ?? {}).sort()).toEqual(['NATS_SERVER_NAME', ...variables].sort());
+      expect(envOf(s).NATS_SERVER_NAME).toBe(name);
+      for (const v of variables) expect(String(s.environment![v]), `${name} ${v}`).toMatch(new RegExp(`^\\$\\{${v}:\\?[^}]+\\}$`));
       const mount = s.volumes?.find((v) => v.startsWith('../nats:'));
       const [, target] = mount!.split(':');
       expect(posix.join(composeDir, '../nats')).toBe(repoPath('deploy/nats'));
-      expect(s.command).toEqual(['nats-server', '--config', posix.join(target!, 'compose-node.conf')]);
+      // The routes of compose-node.conf again, with the route user's credentials.
+      const credentialed = natsServices.map((n) => `nats-route://spate-route:\${SPATE_NATS_ROUTE_PASSWORD}@${n}:${clusterPort}`).join(',');
+      expect(s.command).toEqual(['nats-server', '--config', posix.join(target!, 'compose-node.conf'), '--routes', credentialed]);
       // Each node keeps its own JetStream store (compose-node.conf: store_dir "/data").
       expect(s.volumes).toContain(`${name}:/data`);
       expect(compose.volumes).toHaveProperty(name);
@@ -145,6 +165,34 @@ describe('docker compose cluster', () => {
     }
     // Ingest and workers must agree on the shard count (each refuses to start otherwise).
     expect(envOf(services.ingest!).SHARD_COUNT).toBe(envOf(services.workers!).SHARD_COUNT);
+  });
+
+  it('compose - each Spate service connects to NATS as its role\'s user with the password the NATS nodes give that user', () => {
+    const users = natsAuthUsers();
+    for (const [name, s] of spateServices) {
+      const role = NATS_ROLE_OF[deployableOf(name).name];
+      const env = s.environment ?? {};
+      expect(env.NATS_USER, name).toBe(NATS_USERS[role]);
+      expect(users.map((u) => u.user), name).toContain(env.NATS_USER);
+      expect(variableOf(String(env.NATS_PASSWORD)), name).toBe(natsPasswordVariable(role));
+      expect(Object.keys(services['nats-1']!.environment ?? {}), name).toContain(natsPasswordVariable(role));
+    }
+    // deploy/compose/new-env.sh writes every variable compose requires, as auth.conf needs them, readable by its owner only.
+    const dir = mkdtempSync(join(tmpdir(), 'spate-compose-env-'));
+    try {
+      copyFileSync(repoPath('deploy/compose/new-env.sh'), join(dir, 'new-env.sh'));
+      execFileSync('sh', [join(dir, 'new-env.sh')], { stdio: 'ignore' });
+      const written = Object.fromEntries(readFileSync(join(dir, '.env'), 'utf8').trim().split('\n').map((l) => l.split('=') as [string, string]));
+      const required = [...readRepoFile(COMPOSE).matchAll(/\$\{(\w+):\?/g)].map((m) => m[1]!);
+      expect(Object.keys(written).sort()).toEqual([...new Set(required)].sort());
+      for (const value of Object.values(written)) expect(value).toMatch(/^[A-Za-z][A-Za-z0-9]{31}$/);
+      expect(statSync(join(dir, '.env')).mode & 0o777).toBe(0o600);
+      // It never overwrites secrets already in use.
+      expect(() => execFileSync('sh', [join(dir, 'new-env.sh')], { stdio: 'ignore' })).toThrow();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(readRepoFile('.gitignore')).toContain('deploy/compose/.env');
   });
 
   it('compose - Spate services reach the PostgreSQL service with its user and database', () => {

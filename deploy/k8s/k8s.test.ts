@@ -4,6 +4,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { NATS_USERS } from '../../lib/index.js';
 import {
   DEPLOYABLES,
   deployableOfCommand,
@@ -12,6 +13,9 @@ import {
   imageEnv,
   parseYaml,
   parseYamlDocuments,
+  NATS_ROLE_OF,
+  natsAuthUsers,
+  natsPasswordVariable,
   REPLICA_SETTINGS,
   repoPath,
   runtimeValue,
@@ -38,11 +42,22 @@ interface PodTemplate {
   metadata: { labels: Record<string, string>; annotations?: Record<string, string> };
   spec: { containers: Container[]; initContainers?: Container[]; securityContext?: { runAsNonRoot?: boolean; runAsUser?: number }; volumes?: { name: string }[] };
 }
+interface PolicyPeer {
+  podSelector?: { matchLabels?: Record<string, string> };
+  namespaceSelector?: { matchLabels?: Record<string, string> };
+}
+interface PolicyRule {
+  ports?: { port: number }[];
+  from?: PolicyPeer[];
+}
 interface Manifest {
   apiVersion: string;
   kind: string;
   metadata: { name: string; labels?: Record<string, string> };
   spec?: {
+    podSelector?: { matchLabels?: Record<string, string> };
+    policyTypes?: string[];
+    ingress?: PolicyRule[];
     selector?: { matchLabels?: Record<string, string> } & Record<string, string>;
     template?: PodTemplate;
     ports?: { name: string; port: number; targetPort: string | number }[];
@@ -54,7 +69,15 @@ interface Manifest {
 
 const K8S = 'deploy/k8s';
 const kustomization = parseYaml(`${K8S}/kustomization.yaml`) as { namespace: string; resources: string[]; images: { name: string; newName: string; newTag: string }[] };
-const natsValues = parseYaml(`${K8S}/nats-values.yaml`) as { config: { cluster: { replicas: number }; nats?: { port?: number } } };
+interface SecretRef {
+  valueFrom?: { secretKeyRef?: { name: string; key: string } };
+}
+const natsValues = parseYaml(`${K8S}/nats-values.yaml`) as {
+  config: { cluster: { replicas: number }; nats?: { port?: number } };
+  container: { env: Record<string, string | SecretRef> };
+};
+/** The pod labels of the nats chart's servers (its selector labels, release `nats`). */
+const NATS_POD_LABELS = { 'app.kubernetes.io/name': 'nats', 'app.kubernetes.io/instance': 'nats' };
 
 const files = kustomization.resources.filter((r) => r.endsWith('.yaml'));
 const manifests: Manifest[] = files.flatMap((f) => parseYamlDocuments(`${K8S}/${f}`) as Manifest[]);
@@ -208,6 +231,48 @@ describe('kubernetes manifests', () => {
     expect(bootstrap.volumeMounts?.map((m) => m.mountPath)).toContain(imageEnv().SPATE_DATA_DIR);
   });
 
+  it('k8s - each Spate process connects to NATS as its role\'s user, with the password the NATS pods get for that user', () => {
+    const secretOf = (v: string | SecretRef | undefined) => (typeof v === 'object' ? v.valueFrom?.secretKeyRef : undefined);
+    // nats-server reads every user's password from its environment and does not start without one.
+    for (const user of natsAuthUsers()) expect(secretOf(natsValues.container.env[user.passwordVariable]), user.user).toMatchObject({ name: 'spate-nats' });
+    for (const { workload, container } of mainContainers) {
+      const role = NATS_ROLE_OF[deployableOf(container).name];
+      const where = `${workload.metadata.name}/${container.name}`;
+      const env = Object.fromEntries((container.env ?? []).map((e) => [e.name, e]));
+      expect(env.NATS_USER?.value, where).toBe(NATS_USERS[role]);
+      expect(natsAuthUsers().map((u) => u.user), where).toContain(env.NATS_USER?.value);
+      expect(env.NATS_PASSWORD?.value, `${where}: a password belongs in a Secret`).toBeUndefined();
+      expect(secretOf(env.NATS_PASSWORD as SecretRef), where).toEqual(secretOf(natsValues.container.env[natsPasswordVariable(role)]));
+    }
+  });
+
+  it('k8s - NetworkPolicies: NATS clients only from Spate pods, routes only from NATS, each Spate port open to whom it serves, the rest denied', () => {
+    const deny = byKind('NetworkPolicy').find((p) => Object.keys(p.spec!.podSelector?.matchLabels ?? {}).length === 0);
+    expect(deny?.spec).toMatchObject({ policyTypes: ['Ingress'] });
+    expect(deny?.spec?.ingress ?? []).toEqual([]);
+    const stranger = { app: 'something-else' };
+    for (const w of workloads) {
+      const labels = w.spec!.template!.metadata.labels;
+      expect(admitted(NATS_POD_LABELS, 4222, labels), `${w.metadata.name} reaches NATS`).toBe(true);
+      expect(admitted(NATS_POD_LABELS, 6222, labels), `${w.metadata.name} cannot join the routes`).toBe(false);
+    }
+    expect(admitted(NATS_POD_LABELS, 4222, stranger)).toBe(false);
+    expect(admitted(NATS_POD_LABELS, 4222, workloads[0]!.spec!.template!.metadata.labels, 'elsewhere')).toBe(false);
+    expect(admitted(NATS_POD_LABELS, 6222, NATS_POD_LABELS)).toBe(true);
+    expect(admitted(NATS_POD_LABELS, 8222, stranger, 'monitoring')).toBe(true);
+    expect(admitted(NATS_POD_LABELS, 8222, stranger)).toBe(false);
+    const podOf = (component: string) => workloads.find((w) => w.spec!.template!.metadata.labels['app.kubernetes.io/component'] === component)!;
+    const portOf = (component: string) => podOf(component).spec!.template!.spec.containers[0]!.ports![0]!.containerPort;
+    const labelsOf = (component: string) => podOf(component).spec!.template!.metadata.labels;
+    // Capture is the public edge; the admin API serves the cluster; workers only Prometheus.
+    expect(admitted(labelsOf('ingest'), portOf('ingest'), stranger, 'anywhere')).toBe(true);
+    expect(admitted(labelsOf('admin'), portOf('admin'), stranger, 'ingress-nginx')).toBe(true);
+    expect(admitted(labelsOf('workers'), portOf('workers'), stranger, 'monitoring')).toBe(true);
+    expect(admitted(labelsOf('workers'), portOf('workers'), labelsOf('ingest'))).toBe(false);
+    // Nothing else on a Spate pod.
+    expect(admitted(labelsOf('ingest'), 9229, stranger)).toBe(false);
+  });
+
   it('k8s - the bootstrap Job starts once the admin Service answers /_health', () => {
     const job = byKind('Job')[0]!;
     const wait = job.spec!.template!.spec.initContainers?.[0];
@@ -219,6 +284,25 @@ describe('kubernetes manifests', () => {
     expect(url.pathname).toBe(DEPLOYABLES.admin.health!.live);
   });
 });
+
+/**
+ * Whether the namespace's NetworkPolicies let a pod with `fromLabels` (in namespace `fromNamespace`)
+ * reach `port` of a pod with `podLabels` in the spate namespace, as Kubernetes evaluates them: a
+ * pod no policy selects accepts everything; a selected one only what a rule of a selecting policy allows.
+ */
+function admitted(podLabels: Record<string, string>, port: number, fromLabels: Record<string, string>, fromNamespace = 'spate'): boolean {
+  const selecting = byKind('NetworkPolicy').filter((p) => matches(p.spec!.podSelector?.matchLabels ?? {}, podLabels) && p.spec!.policyTypes?.includes('Ingress'));
+  if (selecting.length === 0) return true;
+  const peerMatches = (peer: PolicyPeer) => {
+    const namespaceOk = peer.namespaceSelector
+      ? matches(peer.namespaceSelector.matchLabels ?? {}, { 'kubernetes.io/metadata.name': fromNamespace })
+      : fromNamespace === 'spate';
+    return namespaceOk && matches(peer.podSelector?.matchLabels ?? {}, fromLabels);
+  };
+  return selecting.some((p) =>
+    (p.spec!.ingress ?? []).some((rule) => (!rule.ports || rule.ports.some((x) => x.port === port)) && (!rule.from || rule.from.some(peerMatches))),
+  );
+}
 
 function matches(selector: Record<string, string>, labels: Record<string, string>): boolean {
   return Object.entries(selector).every(([k, v]) => labels[k] === v);

@@ -1,12 +1,13 @@
 // `npm start` as a user runs it: a child process with its own data dir. It must come up,
 // accept events, restart a crashed child, stop cleanly, and resume with its data.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readClusterFile, type ClusterFile } from '../../lib/index.js';
+import { connect } from '@nats-io/transport-node';
+import { connectNats, NatsAuthError, readClusterFile, type ClusterFile } from '../../lib/index.js';
 import { ProcessedCounter } from '../../test/faults/processed.js';
 import { waitFor } from '../../test/kit/index.js';
 
@@ -71,6 +72,13 @@ describe('npm start (local cluster)', () => {
     expect(c.projectApiKey).toMatch(/^phc_/);
     expect(c.processes!.map((p) => p.role).sort()).toEqual(['admin', 'ingest', 'nats', 'postgres', 'worker']);
     expect(c.personalApiKey).toMatch(/^phx_/);
+    // NATS wants credentials: cluster.json's operator user gets in, nobody without; the generated
+    // passwords are readable by the launcher's user only.
+    expect(c.natsUser).toBe('spate-operator');
+    const operator = await connect({ servers: c.natsUrl, user: c.natsUser, pass: c.natsPassword });
+    await operator.close();
+    await expect(connectNats(c.natsUrl, 'anonymous')).rejects.toThrow(NatsAuthError);
+    expect(statSync(join(dataDir, 'secrets.json')).mode & 0o777).toBe(0o600);
     const orgs = await fetch(`${c.adminUrl}/api/organizations/`, { headers: { authorization: `Bearer ${c.personalApiKey}` } });
     expect(orgs.status).toBe(200);
     expect(((await orgs.json()) as { results: { id: string }[] }).results.map((o) => o.id)).toContain(c.organizationId);
@@ -83,7 +91,7 @@ describe('npm start (local cluster)', () => {
       body: JSON.stringify({ api_key: c.projectApiKey, event: 'e2e', distinct_id: 'e2e-user', uuid }),
     });
     expect(sent.status).toBe(200);
-    const processed = await ProcessedCounter.open(c.natsUrl);
+    const processed = await ProcessedCounter.open(c);
     await waitFor('event processed', async () => {
       await processed.refresh();
       return processed.counts.get(uuid) === 1;
@@ -107,6 +115,7 @@ describe('npm start (local cluster)', () => {
     const again = await ready(second);
     expect(again.projectApiKey).toBe(c.projectApiKey);
     expect(again.personalApiKey).toBe(c.personalApiKey);
+    expect(again.natsPassword).toBe(c.natsPassword);
     expect(again.organizationId).toBe(c.organizationId);
     expect(await streamMessages(again)).toBe(stored);
     // PostgreSQL kept the worker's state and PROCESSED its line: the resumed workers did not process it again.
@@ -115,7 +124,7 @@ describe('npm start (local cluster)', () => {
     const persons = await db.query("select count(*)::int as n from person_distinct_ids where distinct_id = 'e2e-user'");
     await db.end();
     expect(persons.rows[0].n).toBe(1);
-    const afterRestart = await ProcessedCounter.open(again.natsUrl);
+    const afterRestart = await ProcessedCounter.open(again);
     await afterRestart.refresh();
     expect(afterRestart.counts.get(uuid)).toBe(1);
     await afterRestart.close();

@@ -1,16 +1,17 @@
 // `npm start`: the whole system on one machine, supervised. Starts in dependency order and
 // stops in the reverse one: ingest nodes → workers → admin → NATS → PostgreSQL.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import * as net from 'node:net';
 import { isIP } from 'node:net';
 import * as util from 'node:util';
 import { promisify } from 'node:util';
-import { clusterFilePath, runtimeModule, writeClusterFile, type ClusterFile } from '../../lib/index.js';
-import { natsConfigText, waitForJetStreamLeader } from '../local/nats-server.js';
+import { clusterFilePath, NATS_ROLES, NATS_USERS, runtimeModule, writeClusterFile, type ClusterFile, type NatsRole } from '../../lib/index.js';
+import { natsConfigText, natsServerEnv, waitForJetStreamLeader } from '../local/nats-server.js';
 import { placeDataDir, PostgresServer } from '../local/postgres.js';
 import { waitFor } from '../local/wait.js';
+import { loadLocalSecrets } from './local-secrets.js';
 import { allocatePorts } from './ports.js';
 import { SupervisedChild, type SupervisorLog } from './supervisor.js';
 
@@ -116,9 +117,16 @@ async function launch(
     child.start();
   };
 
-  // NATS: a private server (or a 3-node JetStream cluster) unless NATS_URL points elsewhere.
+  // NATS: a private server (or a 3-node JetStream cluster) unless NATS_URL points elsewhere. Each
+  // deployable connects as its own user (deploy/nats/auth.conf); cluster.json gets the operator.
   let natsUrl = env.NATS_URL;
-  if (!natsUrl) {
+  const natsPasswords: Partial<Record<NatsRole | 'operator', string>> = {};
+  if (natsUrl) {
+    // Someone else's NATS: the roles' passwords, if given, in the variables its auth.conf reads.
+    for (const user of [...NATS_ROLES, 'operator'] as const) natsPasswords[user] = env[`SPATE_NATS_${user.toUpperCase()}_PASSWORD`];
+  } else {
+    const auth = loadLocalSecrets(dataDir).nats;
+    Object.assign(natsPasswords, auth.passwords);
     const urls: string[] = [];
     const monitors: string[] = [];
     const routes = Array.from({ length: options.natsNodes }, (_, i) => ports[`natsRoute${i + 1}`]!);
@@ -134,11 +142,15 @@ async function launch(
           monitorPort: ports[`natsMonitor${i}`]!,
           serverName: `spate-n${i}`,
           cluster: options.natsNodes > 1 ? { name: 'spate', port: routes[i - 1]!, routePorts: routes.filter((_, j) => j !== i - 1) } : undefined,
+          auth,
         }),
+        { mode: 0o600 },
       );
+      chmodSync(configPath, 0o600); // it holds the route password
       urls.push(`nats://127.0.0.1:${ports[`nats${i}`]}`);
       monitors.push(`http://127.0.0.1:${ports[`natsMonitor${i}`]}`);
-      const child = new SupervisedChild({ name: `nats-${i}`, command: env.NATS_SERVER_BIN ?? 'nats-server', args: ['-c', configPath], env }, log);
+      const natsEnv = { ...env, ...natsServerEnv(auth) };
+      const child = new SupervisedChild({ name: `nats-${i}`, command: env.NATS_SERVER_BIN ?? 'nats-server', args: ['-c', configPath], env: natsEnv }, log);
       track('nats', child, { port: ports[`nats${i}`], monitorPort: ports[`natsMonitor${i}`], dir });
     }
     for (const m of monitors) await waitFor(`nats-server at ${m}`, async () => (await fetch(`${m}/healthz`).catch(() => undefined))?.ok === true, 30_000);
@@ -146,6 +158,11 @@ async function launch(
     natsUrl = urls.join(',');
   }
   const replicas = options.natsNodes > 1 ? 3 : 1;
+  /** NATS_USER / NATS_PASSWORD of a role's processes (nothing to add when its password is unknown). */
+  const natsCredentials = (role: NatsRole): Record<string, string> => {
+    const password = natsPasswords[role];
+    return password ? { NATS_USER: NATS_USERS[role], NATS_PASSWORD: password } : {};
+  };
 
   // PostgreSQL: a private server under the data dir unless DATABASE_URL points elsewhere.
   let databaseUrl = env.DATABASE_URL;
@@ -162,11 +179,18 @@ async function launch(
 
   // First start: a user, an organization, project 1 and a personal API key with scope `*`.
   // The project's key goes into the spate-projects KV bucket, where ingest nodes find it.
-  const boot = await bootstrap({ ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, SPATE_DATA_DIR: dataDir, PROJECTS_KV_REPLICAS: String(replicas) });
+  const boot = await bootstrap({
+    ...env,
+    DATABASE_URL: databaseUrl,
+    NATS_URL: natsUrl,
+    ...natsCredentials('admin'),
+    SPATE_DATA_DIR: dataDir,
+    PROJECTS_KV_REPLICAS: String(replicas),
+  });
 
   const adminHost = env.ADMIN_HOST ?? '127.0.0.1';
   const adminUrl = `http://${adminHost === '0.0.0.0' ? '127.0.0.1' : adminHost}:${ports.admin}`;
-  const adminEnv = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas), PIPELINE_REPLICAS: String(replicas) };
+  const adminEnv = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ...natsCredentials('admin'), ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas), PIPELINE_REPLICAS: String(replicas) };
   track('admin', new SupervisedChild({ name: 'admin', ...nodeCommand('../../admin/main'), env: adminEnv }, log), { port: ports.admin });
 
   // Ingest nodes share one port: the launcher binds the socket and every node (restarts too)
@@ -175,7 +199,15 @@ async function launch(
   const captureUrl = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${ports.capture}`;
   const captureSocket = bindCaptureSocket(host, ports.capture!);
   held.push(captureSocket);
-  const ingestEnv = { ...env, NATS_URL: natsUrl, CAPTURE_PORT: String(ports.capture), CAPTURE_HOST: host, CAPTURE_LISTEN_FD: '3', STREAM_REPLICAS: String(replicas) };
+  const ingestEnv = {
+    ...env,
+    NATS_URL: natsUrl,
+    ...natsCredentials('ingest'),
+    CAPTURE_PORT: String(ports.capture),
+    CAPTURE_HOST: host,
+    CAPTURE_LISTEN_FD: '3',
+    STREAM_REPLICAS: String(replicas),
+  };
   for (let i = 1; i <= options.ingest; i++) {
     track('ingest', new SupervisedChild({ name: `ingest-${i}`, ...nodeCommand('../../ingest/main'), env: ingestEnv, inheritFds: [captureSocket.fd] }, log), { port: ports.capture });
   }
@@ -185,7 +217,7 @@ async function launch(
   const workerUrls: string[] = [];
   for (let i = 1; i <= options.workers; i++) {
     const port = ports[`worker${i}`]!;
-    const workerEnv = { ...env, NATS_URL: natsUrl, DATABASE_URL: databaseUrl, NATS_REPLICAS: String(replicas), WORKER_METRICS_PORT: String(port) };
+    const workerEnv = { ...env, NATS_URL: natsUrl, ...natsCredentials('worker'), DATABASE_URL: databaseUrl, NATS_REPLICAS: String(replicas), WORKER_METRICS_PORT: String(port) };
     track('worker', new SupervisedChild({ name: `worker-${i}`, ...nodeCommand('../../workers/main'), env: workerEnv }, log), { metricsPort: port });
     workerUrls.push(`http://127.0.0.1:${port}`);
   }
@@ -198,6 +230,7 @@ async function launch(
     captureUrl,
     adminUrl,
     natsUrl,
+    ...(natsPasswords.operator ? { natsUser: NATS_USERS.operator, natsPassword: natsPasswords.operator } : {}),
     databaseUrl,
     organizationId: boot.organizationId,
     projectId: boot.projectId,

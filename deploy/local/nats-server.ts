@@ -1,10 +1,52 @@
 // Runs a nats-server with JetStream as a child process: used by the local launcher
 // (`npm start`) and by the test kit, so both exercise the same configuration.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, openSync, closeSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { NATS_USERS } from '../../lib/index.js';
 import { waitFor } from './wait.js';
+
+/** The users of deploy/nats/auth.conf whose passwords nats-server reads from its environment. */
+export type NatsUserName = keyof typeof NATS_USERS;
+
+export interface NatsServerAuth {
+  /** Password of each user of deploy/nats/auth.conf. */
+  passwords: Readonly<Record<NatsUserName, string>>;
+  /** Password of the route user the nodes of a cluster connect to each other with. */
+  routePassword: string;
+}
+
+/** The user nodes of a cluster authenticate their routes with. */
+export const NATS_ROUTE_USER = 'spate-route';
+
+const LETTERS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
+const ALPHANUMERIC = `${LETTERS}0123456789`;
+
+/**
+ * A random password of 32 letters and digits (~190 bits) that starts with a letter: nats-server
+ * parses a variable taken from its environment as a config value, so one starting with a digit
+ * could read as a number or a date. Route URLs carry it too, unescaped.
+ */
+export function randomPassword(): string {
+  const bytes = randomBytes(64);
+  let out = LETTERS[bytes[0]! % LETTERS.length]!;
+  // 248 = 4 × 62: bytes at or above it are skipped, so every character is equally likely.
+  for (let i = 1; i < bytes.length && out.length < 32; i++) if (bytes[i]! < 248) out += ALPHANUMERIC[bytes[i]! % 62];
+  return out.length === 32 ? out : randomPassword();
+}
+
+/** Fresh random passwords for every user, and the routes. */
+export function generateNatsServerAuth(): NatsServerAuth {
+  const passwords = Object.fromEntries(Object.keys(NATS_USERS).map((u) => [u, randomPassword()])) as Record<NatsUserName, string>;
+  return { passwords, routePassword: randomPassword() };
+}
+
+/** The environment deploy/nats/auth.conf reads the passwords from (SPATE_NATS_<USER>_PASSWORD). */
+export function natsServerEnv(auth: NatsServerAuth): Record<string, string> {
+  return Object.fromEntries(Object.entries(auth.passwords).map(([user, password]) => [`SPATE_NATS_${user.toUpperCase()}_PASSWORD`, password]));
+}
 
 export interface NatsNodeOptions {
   /** Directory for the config file, the log and the JetStream store. */
@@ -19,6 +61,10 @@ export interface NatsNodeOptions {
   /** Bytes the server buffers for a slow client before cutting it off (base.conf's max_pending otherwise). */
   maxPending?: number;
   cluster?: { name: string; port: number; routePorts: number[] };
+  /** Users and passwords (deploy/nats/auth.conf); every client must authenticate. */
+  auth: NatsServerAuth;
+  /** TLS for client connections (required when set): the server's certificate and key (PEM files). */
+  tls?: { certFile: string; keyFile: string };
   binary?: string;
 }
 
@@ -48,11 +94,14 @@ export function natsConfigText(o: NatsNodeOptions): string {
     `# Written by deploy/local/nats-server.ts for ${o.serverName} at every start.`,
     `# --- deploy/nats/base.conf ---`,
     readFileSync(join(natsConfigDir(), 'base.conf'), 'utf8').trimEnd(),
+    `# --- deploy/nats/auth.conf (passwords from the environment: natsServerEnv) ---`,
+    readFileSync(join(natsConfigDir(), 'auth.conf'), 'utf8').trimEnd(),
     `# --- this node ---`,
     `server_name: ${JSON.stringify(o.serverName)}`,
     `listen: "${host}:${o.port}"`,
     `http: "${host}:${o.monitorPort}"`,
   ];
+  if (o.tls) lines.push(`tls { cert_file: ${JSON.stringify(o.tls.certFile)}, key_file: ${JSON.stringify(o.tls.keyFile)} }`);
   if (o.maxPayload !== undefined) lines.push(`max_payload: ${o.maxPayload}`);
   if (o.maxPending !== undefined) lines.push(`max_pending: ${o.maxPending}`);
   lines.push(
@@ -61,11 +110,15 @@ export function natsConfigText(o: NatsNodeOptions): string {
     `}`,
   );
   if (o.cluster) {
+    // Routes bypass client authorization: without their own credentials anyone who reaches the
+    // route port would receive every message.
+    const route = `${NATS_ROUTE_USER}:${o.auth.routePassword}`;
     lines.push(
       `cluster {`,
       `  name: ${JSON.stringify(o.cluster.name)}`,
       `  listen: "${host}:${o.cluster.port}"`,
-      `  routes: [${o.cluster.routePorts.map((p) => `"nats-route://${host}:${p}"`).join(', ')}]`,
+      `  authorization { user: ${JSON.stringify(NATS_ROUTE_USER)}, password: ${JSON.stringify(o.auth.routePassword)} }`,
+      `  routes: [${o.cluster.routePorts.map((p) => `"nats-route://${route}@${host}:${p}"`).join(', ')}]`,
       `}`,
     );
   }
@@ -100,11 +153,12 @@ export class NatsNode {
     const o = this.options;
     mkdirSync(o.dir, { recursive: true });
     const configPath = join(o.dir, 'nats.conf');
-    writeFileSync(configPath, natsConfigText(o));
+    writeFileSync(configPath, natsConfigText(o), { mode: 0o600 });
     const log = openSync(join(o.dir, 'nats.log'), 'a');
     try {
       this.child = spawn(o.binary ?? process.env.NATS_SERVER_BIN ?? 'nats-server', ['-c', configPath], {
         stdio: ['ignore', log, log],
+        env: { ...process.env, ...natsServerEnv(o.auth) },
       });
     } finally {
       closeSync(log);

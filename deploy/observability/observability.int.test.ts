@@ -102,7 +102,7 @@ beforeAll(async () => {
   const res = await post(`${ingest.url}/batch/`, JSON.stringify({ api_key: 'phc_observability', batch: [{ event: 'a', distinct_id: 'u1' }, { event: 'b' }] }));
   expect(res.status).toBe(200);
   worker = await startWorker(
-    loadWorkerConfig({ NATS_URL: ingest.nats.url, DATABASE_URL: await freshDatabase(), WORKER_DB_POOL_SIZE: '4', WORKER_LEASE_TTL: '3s' }),
+    loadWorkerConfig({ ...ingest.nats.env('worker'), DATABASE_URL: await freshDatabase(), WORKER_DB_POOL_SIZE: '4', WORKER_LEASE_TTL: '3s' }),
     { logger: createLogger('worker', 'silent') },
   );
   const workerMetrics = () => fetch(`${worker.statusUrl}/metrics`).then((r) => r.text());

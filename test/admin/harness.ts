@@ -3,7 +3,7 @@
 // go over HTTP with fetch.
 import { Kvm, type KV } from '@nats-io/kv';
 import pg from 'pg';
-import { connectNats, createLogger, PROJECTS_BUCKET, type NatsConnection } from '../../lib/index.js';
+import { createLogger, PROJECTS_BUCKET, type NatsConnection } from '../../lib/index.js';
 import { loadAdminConfig, startAdmin, type AdminConfig, type AdminHandle } from '../../admin/index.js';
 import { createPersonalApiKey } from '../../admin/store/keys.js';
 import { upsertMembership } from '../../admin/store/members.js';
@@ -64,7 +64,7 @@ export async function startAdminFixture(env: Record<string, string> = {}): Promi
   const nats = await startNats();
   const config = loadAdminConfig({
     DATABASE_URL: databaseUrl,
-    NATS_URL: nats.url,
+    ...nats.env('admin'),
     ADMIN_PORT: '0',
     LOG_LEVEL: 'silent',
     DATABASE_POOL_SIZE: '20',
@@ -72,7 +72,7 @@ export async function startAdminFixture(env: Record<string, string> = {}): Promi
   });
   const admin = await startAdmin(config, { logger: createLogger('admin-test', process.env.TEST_LOG_LEVEL ?? 'silent') });
   const db = new pg.Pool({ connectionString: databaseUrl, max: 4 });
-  const nc = await connectNats(nats.url, 'admin-test');
+  const nc = await nats.connect('admin-test');
   let kv: KV | undefined;
 
   const api = async (method: string, path: string, request: ApiRequest = {}): Promise<ApiResponse> => {

@@ -153,7 +153,7 @@ describe('fault survival', () => {
       return output.includes('[spate] ready.');
     }, 180_000, 250);
     cluster = clusterFile();
-    processed = await ProcessedCounter.open(cluster.natsUrl);
+    processed = await ProcessedCounter.open(cluster);
   });
 
   afterAll(async () => {
@@ -193,7 +193,7 @@ describe('fault survival', () => {
     expect(roles.filter((r) => r === 'nats')).toHaveLength(3);
     expect(roles.filter((r) => r === 'ingest')).toHaveLength(2);
     expect(roles.filter((r) => r === 'worker')).toHaveLength(2);
-    const nc = await connectNats(cluster.natsUrl, 'faults-check');
+    const nc = await connectNats(cluster.natsUrl, 'faults-check', { user: cluster.natsUser, pass: cluster.natsPassword });
     try {
       const jsm = await jetstreamManager(nc);
       for (const name of Object.values(STREAMS)) {

@@ -9,7 +9,7 @@ import { gzipSync } from 'node:zlib';
 import { Kvm } from '@nats-io/kv';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { connectNats, PROJECTS_BUCKET, runtimeModule } from '../../lib/index.js';
+import { PROJECTS_BUCKET, runtimeModule } from '../../lib/index.js';
 import { fuzzRequestArb, type FuzzRequest } from '../capture-fuzz.js';
 import { freePort, startNats, waitFor } from '../kit/index.js';
 
@@ -39,11 +39,11 @@ const hostile: FuzzRequest[] = [
 describe('ingest fuzzing under faults', () => {
   it('fuzz - a live node answers random and hostile requests below 500, stays ready, and keeps RSS within its bound', async () => {
     await using nats = await startNats();
-    const nc = await connectNats(nats.url, 'fault-fuzz');
+    const nc = await nats.connect('fault-fuzz');
     await (await new Kvm(nc).create(PROJECTS_BUCKET)).put(KEY, JSON.stringify({ projectId: 1, organizationId: 'o' }));
     const port = await freePort();
     const entry = runtimeModule(import.meta.url, '../../ingest/main');
-    const child = spawn(process.execPath, [...entry.execArgv, entry.path], { env: { ...process.env, ...env, NATS_URL: nats.url, CAPTURE_PORT: String(port), LOG_LEVEL: 'warn' }, stdio: 'ignore' });
+    const child = spawn(process.execPath, [...entry.execArgv, entry.path], { env: { ...process.env, ...env, ...nats.env('ingest'), CAPTURE_PORT: String(port), LOG_LEVEL: 'warn' }, stdio: 'ignore' });
     const url = `http://127.0.0.1:${port}`;
     try {
       await waitFor('ingest ready', async () => (await fetch(`${url}/_ready`).catch(() => undefined))?.ok === true, 60_000);

@@ -1,6 +1,6 @@
 // Reads the PROCESSED stream and counts how often each event uuid appears in it.
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { connectNats, parseNdjson, STREAMS, type NatsConnection, type ProcessedEvent } from '../../lib/index.js';
+import { connectNats, parseNdjson, STREAMS, type ClusterFile, type NatsConnection, type ProcessedEvent } from '../../lib/index.js';
 
 export class ProcessedCounter {
   readonly counts = new Map<string, number>();
@@ -11,8 +11,9 @@ export class ProcessedCounter {
     private readonly jsm: JetStreamManager,
   ) {}
 
-  static async open(natsUrl: string): Promise<ProcessedCounter> {
-    const nc = await connectNats(natsUrl, 'fault-test-reader');
+  /** Connects as the operator user of a running cluster's cluster.json. */
+  static async open(cluster: Pick<ClusterFile, 'natsUrl' | 'natsUser' | 'natsPassword'>): Promise<ProcessedCounter> {
+    const nc = await connectNats(cluster.natsUrl, 'fault-test-reader', { user: cluster.natsUser, pass: cluster.natsPassword });
     return new ProcessedCounter(nc, await jetstreamManager(nc));
   }
 

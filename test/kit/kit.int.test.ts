@@ -1,7 +1,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { connectNats, ensureStreams, streamsPresent, STREAMS } from '../../lib/index.js';
+import { ensureStreams, streamsPresent, STREAMS } from '../../lib/index.js';
 import { freshDatabase, startNats, startNatsCluster } from './index.js';
 
 const limits = { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 };
@@ -9,7 +9,7 @@ const limits = { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes:
 describe('test kit', () => {
   it('kit - starts a JetStream server where the four streams can be created idempotently', async () => {
     await using nats = await startNats();
-    const nc = await connectNats(nats.url, 'kit-test');
+    const nc = await nats.connect('kit-test');
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, limits);
     await ensureStreams(jsm, { ...limits, duplicateWindowMs: 60_000 });
@@ -25,14 +25,14 @@ describe('test kit', () => {
 
   it('kit - keeps stream data across a kill -9 and restart', async () => {
     await using nats = await startNats();
-    let nc = await connectNats(nats.url, 'kit-test');
+    let nc = await nats.connect('kit-test');
     await ensureStreams(await jetstreamManager(nc), limits);
     const { jetstream } = await import('@nats-io/jetstream');
     await jetstream(nc).publish('events.1.0', 'hello');
     await nc.close();
     await nats.kill();
     await nats.restart();
-    nc = await connectNats(nats.url, 'kit-test');
+    nc = await nats.connect('kit-test');
     const info = await (await jetstreamManager(nc)).streams.info(STREAMS.events);
     expect(info.state.messages).toBe(1);
     await nc.close();
@@ -40,7 +40,7 @@ describe('test kit', () => {
 
   it('kit - a 3-node cluster takes R3 streams', async () => {
     await using cluster = await startNatsCluster(3);
-    const nc = await connectNats(cluster.urls, 'kit-test');
+    const nc = await cluster.connect('kit-test');
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, { ...limits, replicas: 3 });
     const info = await jsm.streams.info(STREAMS.events);

@@ -1,11 +1,30 @@
-// Real nats-server instances for tests: free ports, temp store dirs, async-disposable.
-import { mkdtempSync, rmSync } from 'node:fs';
+// Real nats-server instances for tests: free ports, temp store dirs, async-disposable. Every
+// server requires credentials (deploy/nats/auth.conf, random passwords per server): tests connect
+// as the operator, and each deployable they start connects as its own role's user.
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NatsNode, waitForJetStreamLeader } from '../../deploy/local/nats-server.js';
+import { connectNats, NATS_INBOX_PREFIXES, NATS_USERS, type NatsAuth, type NatsConnection, type NatsRole } from '../../lib/index.js';
+import { generateNatsServerAuth, NatsNode, waitForJetStreamLeader, type NatsServerAuth } from '../../deploy/local/nats-server.js';
 import { freePort } from '../../deploy/local/ports.js';
+import { makeTestCertificates } from './tls.js';
 
-export interface NatsHandle extends AsyncDisposable {
+export type NatsUserRole = NatsRole | 'operator';
+
+export interface NatsCredentials {
+  /** Operator (full access) and per-role credentials for connectNats. */
+  auth: NatsServerAuth;
+  /** With TLS: the CA that signed the server's certificate. */
+  caFile?: string;
+  /** connectNats credentials of a user: the operator, or a role with its own inbox prefix. */
+  credentials(user: NatsUserRole): NatsAuth;
+  /** NATS_URL, NATS_USER, NATS_PASSWORD of a role, for a deployable's configuration. */
+  env(role: NatsRole): Record<string, string>;
+  /** A connection as the operator (default) or as a role's user. */
+  connect(name: string, user?: NatsUserRole): Promise<NatsConnection>;
+}
+
+export interface NatsHandle extends AsyncDisposable, NatsCredentials {
   url: string;
   node: NatsNode;
   /** kill -9 the server. */
@@ -15,8 +34,62 @@ export interface NatsHandle extends AsyncDisposable {
   stop(): Promise<void>;
 }
 
-export async function startNats(options: { maxPayload?: number; maxPending?: number } = {}): Promise<NatsHandle> {
+/** Every running test server's credentials by client URL (of the server, a node, or a proxy to it). */
+const byUrl = new Map<string, NatsCredentials>();
+
+/**
+ * The credentials of the test nats-server (or cluster, or TCP proxy to one) at `url`, for
+ * helpers that are handed only a URL.
+ */
+export function testNats(url: string): NatsCredentials {
+  const found = byUrl.get(url);
+  if (!found) throw new Error(`no test nats-server at ${url} (start it with startNats or startNatsCluster)`);
+  return found;
+}
+
+/** Makes `alias` (a proxy to `target`) known with the target's credentials. */
+export function registerNatsAlias(alias: string, target: string): void {
+  const found = byUrl.get(target);
+  if (found) byUrl.set(alias, credentialsFor(alias, found.auth, found.caFile));
+}
+
+function register(urls: readonly string[], credentials: NatsCredentials): () => void {
+  for (const url of urls) byUrl.set(url, credentials);
+  return () => urls.forEach((url) => byUrl.get(url) === credentials && byUrl.delete(url));
+}
+
+/**
+ * With SPATE_TEST_NATS_VIOLATIONS=FILE, the permission violations a test server logged are
+ * appended to FILE when it stops: how the permissions of deploy/nats/auth.conf were checked
+ * against every role's real traffic.
+ */
+function keepViolations(dir: string): void {
+  const out = process.env.SPATE_TEST_NATS_VIOLATIONS;
+  const log = join(dir, 'nats.log');
+  if (!out || !existsSync(log)) return;
+  const lines = readFileSync(log, 'utf8').split('\n').filter((l) => /Violation/.test(l));
+  if (lines.length > 0) appendFileSync(out, lines.map((l) => `${process.env.VITEST_WORKER_ID ?? ''} ${l}\n`).join(''));
+}
+
+function credentialsFor(url: string, auth: NatsServerAuth, caFile?: string): NatsCredentials {
+  const tls = caFile ? { tls: { caFile } } : {};
+  const credentials = (user: NatsUserRole): NatsAuth =>
+    user === 'operator'
+      ? { user: NATS_USERS.operator, pass: auth.passwords.operator, ...tls }
+      : { user: NATS_USERS[user], pass: auth.passwords[user], inboxPrefix: NATS_INBOX_PREFIXES[user], ...tls };
+  return {
+    auth,
+    caFile,
+    credentials,
+    env: (role) => ({ NATS_URL: url, NATS_USER: NATS_USERS[role], NATS_PASSWORD: auth.passwords[role], ...(caFile ? { NATS_TLS_CA: caFile } : {}) }),
+    connect: (name, user = 'operator') => connectNats(url, name, credentials(user)),
+  };
+}
+
+export async function startNats(options: { maxPayload?: number; maxPending?: number; tls?: boolean } = {}): Promise<NatsHandle> {
   const dir = mkdtempSync(join(tmpdir(), 'spate-nats-'));
+  const auth = generateNatsServerAuth();
+  const certificates = options.tls ? makeTestCertificates(dir) : undefined;
   const node = new NatsNode({
     dir,
     port: await freePort(),
@@ -24,15 +97,22 @@ export async function startNats(options: { maxPayload?: number; maxPending?: num
     serverName: 'test-nats',
     maxPayload: options.maxPayload,
     maxPending: options.maxPending,
+    auth,
+    tls: certificates,
   });
   await node.start();
+  const credentials = credentialsFor(node.url, auth, certificates?.caFile);
+  const unregister = register([node.url], credentials);
   const stop = async () => {
+    unregister();
     await node.stop();
+    keepViolations(dir);
     rmSync(dir, { recursive: true, force: true });
   };
   return {
     url: node.url,
     node,
+    ...credentials,
     kill: () => node.kill(),
     restart: async () => {
       await node.stop();
@@ -43,7 +123,7 @@ export async function startNats(options: { maxPayload?: number; maxPending?: num
   };
 }
 
-export interface NatsClusterHandle extends AsyncDisposable {
+export interface NatsClusterHandle extends AsyncDisposable, NatsCredentials {
   /** Comma-separated client URLs of every node. */
   urls: string;
   nodes: NatsNode[];
@@ -52,6 +132,7 @@ export interface NatsClusterHandle extends AsyncDisposable {
 
 export async function startNatsCluster(size = 3, options: { maxPayload?: number } = {}): Promise<NatsClusterHandle> {
   const root = mkdtempSync(join(tmpdir(), 'spate-nats-cluster-'));
+  const auth = generateNatsServerAuth();
   const routePorts: number[] = [];
   for (let i = 0; i < size; i++) routePorts.push(await freePort());
   const nodes: NatsNode[] = [];
@@ -64,14 +145,20 @@ export async function startNatsCluster(size = 3, options: { maxPayload?: number 
         serverName: `n${i + 1}`,
         maxPayload: options.maxPayload,
         cluster: { name: 'spate-test', port: routePorts[i]!, routePorts: routePorts.filter((_, j) => j !== i) },
+        auth,
       }),
     );
   }
   await Promise.all(nodes.map((n) => n.start()));
   await waitForJetStreamLeader(nodes.map((n) => n.monitorUrl));
+  const urls = nodes.map((n) => n.url).join(',');
+  const credentials = credentialsFor(urls, auth);
+  const unregister = register([urls, ...nodes.map((n) => n.url)], credentials);
   const stop = async () => {
+    unregister();
     await Promise.all(nodes.map((n) => n.stop()));
+    for (const n of nodes) keepViolations(n.options.dir);
     rmSync(root, { recursive: true, force: true });
   };
-  return { urls: nodes.map((n) => n.url).join(','), nodes, stop, [Symbol.asyncDispose]: stop };
+  return { urls, nodes, ...credentials, stop, [Symbol.asyncDispose]: stop };
 }

@@ -3,6 +3,7 @@
 // connection together with what was held (the server believes it was delivered), as a network
 // cut or a server dropping a slow consumer does. New connections work normally afterwards.
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { registerNatsAlias } from './nats.js';
 
 export interface TcpProxy extends AsyncDisposable {
   /** `nats://127.0.0.1:<port>`-style address of the proxy (scheme of the target kept). */
@@ -44,8 +45,11 @@ export async function startTcpProxy(target: string): Promise<TcpProxy> {
     }
     await new Promise<void>((resolve) => server.close(() => resolve()));
   };
+  const url = `${protocol}//127.0.0.1:${address.port}`;
+  // A proxy to a test nats-server takes its credentials (testNats(proxy.url)).
+  registerNatsAlias(url, target);
   return {
-    url: `${protocol}//127.0.0.1:${address.port}`,
+    url,
     hold: () => {
       holding = true;
     },

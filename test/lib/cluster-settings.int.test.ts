@@ -7,7 +7,6 @@ import {
   CLUSTER_BUCKET,
   ClusterSettingsMismatch,
   ClusterSettingsUnwritable,
-  connectNats,
   createLogger,
   ensureClusterSettings,
   type ClusterStreamSettings,
@@ -28,7 +27,7 @@ afterEach(async () => {
 
 async function connect(): Promise<NatsConnection> {
   nats = await startNats();
-  nc = await connectNats(nats.url, 'cluster-settings-test');
+  nc = await nats.connect('cluster-settings-test');
   return nc;
 }
 

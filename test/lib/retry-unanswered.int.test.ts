@@ -6,7 +6,7 @@ import { jetstreamManager, JetStreamApiError } from '@nats-io/jetstream';
 import { TimeoutError } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { connectNats, retryUnanswered } from '../../lib/index.js';
+import { retryUnanswered } from '../../lib/index.js';
 import { startNats } from '../kit/index.js';
 
 function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown>[] } {
@@ -23,7 +23,7 @@ function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown
 describe('retryUnanswered', () => {
   it('retryUnanswered - a step whose request times out runs again once the server answers, with a warning', async () => {
     await using nats = await startNats();
-    const nc = await connectNats(nats.url, 'retry-test');
+    const nc = await nats.connect('retry-test');
     const { logger, lines } = capturingLogger();
     const pid = nats.node.pid!;
     process.kill(pid, 'SIGSTOP');
@@ -54,7 +54,7 @@ describe('retryUnanswered', () => {
 
   it('retryUnanswered - an answer that refuses is thrown at once, not retried', async () => {
     await using nats = await startNats();
-    const nc = await connectNats(nats.url, 'retry-test');
+    const nc = await nats.connect('retry-test');
     const { logger, lines } = capturingLogger();
     try {
       const jsm = await jetstreamManager(nc);

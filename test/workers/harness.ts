@@ -5,7 +5,6 @@ import type pg from 'pg';
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import {
-  connectNats,
   createLogger,
   ensureStreams,
   parseNdjson,
@@ -21,19 +20,20 @@ import {
   type StreamKind,
 } from '../../lib/index.js';
 import { loadWorkerConfig, type WorkerConfig, type WorkerDeps } from '../../workers/index.js';
-import { freePort } from '../kit/index.js';
+import { freePort, testNats } from '../kit/index.js';
 
 export const STREAM_LIMITS = { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 };
 
+/** An operator connection to the test nats-server at `url`, with the event streams created. */
 export async function connectAndCreateStreams(url: string): Promise<{ nc: NatsConnection; js: JetStreamClient }> {
-  const nc = await connectNats(url, 'workers-test');
+  const nc = await testNats(url).connect('workers-test');
   await ensureStreams(await jetstreamManager(nc), STREAM_LIMITS);
   return { nc, js: jetstream(nc) };
 }
 
 export function workerConfig(natsUrl: string, databaseUrl: string, env: Record<string, string> = {}): WorkerConfig {
   return loadWorkerConfig({
-    NATS_URL: natsUrl,
+    ...testNats(natsUrl).env('worker'),
     DATABASE_URL: databaseUrl,
     WORKER_LEASE_TTL: '3s',
     WORKER_DB_POOL_SIZE: '6',
@@ -50,7 +50,7 @@ export function testDeps(extra: WorkerDeps = {}): WorkerDeps {
 export function workerEnv(natsUrl: string, databaseUrl: string, env: Record<string, string> = {}): Record<string, string> {
   return {
     ...(process.env as Record<string, string>),
-    NATS_URL: natsUrl,
+    ...testNats(natsUrl).env('worker'),
     DATABASE_URL: databaseUrl,
     WORKER_LEASE_TTL: '3s',
     WORKER_DB_POOL_SIZE: '6',

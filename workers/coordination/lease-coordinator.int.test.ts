@@ -3,7 +3,6 @@
 import { Kvm, type KV } from '@nats-io/kv';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../lib/index.js';
-import { connectNats } from '../../lib/nats.js';
 import { interceptKvCalls, startNats, waitFor } from '../../test/kit/index.js';
 import { createCoordinationMetrics } from './metrics.js';
 import { LeaseCoordinator, ShardCoordinator, shardLeases, WORKERS_BUCKET, type LeaseSet } from './lease-coordinator.js';
@@ -55,7 +54,7 @@ function withLateAnswers(kv: KV) {
 async function coordinatorWithLateAnswers() {
   const nats = await startNats();
   cleanups.push(() => nats[Symbol.asyncDispose]());
-  const nc = await connectNats(nats.url, 'coordinator-test');
+  const nc = await nats.connect('coordinator-test', 'worker');
   cleanups.push(() => nc.close());
   const bucket = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
   const { kv, answerLate, calls, mostCreatesAtOnce } = withLateAnswers(bucket);
@@ -127,7 +126,7 @@ describe('shard coordinator', () => {
   it('coordinator - a clean leave is taken over at once while listing the members fails', async () => {
     const nats = await startNats();
     cleanups.push(() => nats[Symbol.asyncDispose]());
-    const nc = await connectNats(nats.url, 'coordinator-test');
+    const nc = await nats.connect('coordinator-test', 'worker');
     cleanups.push(() => nc.close());
     const bucket = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
     let listingFails = false;
@@ -186,7 +185,7 @@ describe('lease sets', () => {
   it('lease sets - a role\'s named leases (export.<id>) are each held by one worker at a time, spread like shards, and move when their holder leaves', async () => {
     const nats = await startNats();
     cleanups.push(() => nats[Symbol.asyncDispose]());
-    const nc = await connectNats(nats.url, 'coordinator-test');
+    const nc = await nats.connect('coordinator-test', 'worker');
     cleanups.push(() => nc.close());
     const bucket = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
     let exportIds = ['e1', 'e2', 'e3', 'e4'];
