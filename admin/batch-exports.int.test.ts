@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decryptConfigSecrets, isEncryptedSecret, secretContext } from '../lib/index.js';
+import { testSecretKeyring } from '../test/kit/index.js';
 import { newBatchExport } from '../test/admin/endpoints.js';
 import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
 import { batchExportSchema, paginatedBatchExports } from './pipeline-schemas.js';
@@ -25,6 +27,12 @@ async function stored(id: string) {
   return (await f.db.query('select * from batch_exports where id = $1', [id])).rows[0];
 }
 
+/** The stored destination config as a worker reads it: its secrets (stored encrypted) decrypted. */
+async function storedConfig(id: string): Promise<Record<string, unknown>> {
+  const row = await stored(id);
+  return decryptConfigSecrets(row.destination_config, testSecretKeyring(), (field) => secretContext('batch_export', row.team_id, field));
+}
+
 describe('batch exports', () => {
   it('batch exports - create, retrieve and list; secrets are stored but never shown', async () => {
     const res = await create({ name: 'To S3', model: 'persons', interval: 'day', destination: { type: 'S3', config: s3 }, hogql_query: 'select event from events' });
@@ -46,7 +54,13 @@ describe('batch exports', () => {
     });
     expect(res.text).not.toContain('very-secret');
     expect(res.text).not.toContain('AKIA123');
-    expect((await stored(created.id)).destination_config).toEqual(s3);
+    // PostgreSQL holds the secret fields encrypted, under their names; a worker decrypts them.
+    const raw = (await stored(created.id)).destination_config;
+    expect(JSON.stringify(raw)).not.toContain('very-secret');
+    expect(JSON.stringify(raw)).not.toContain('AKIA123');
+    expect(isEncryptedSecret(raw.aws_secret_access_key) && isEncryptedSecret(raw.aws_access_key_id)).toBe(true);
+    expect(raw.bucket_name).toBe('my-bucket');
+    expect(await storedConfig(created.id)).toEqual(s3);
 
     const one = await f.api('GET', `${base}${created.id}/`, { key: owner.key });
     expect(one.status).toBe(200);
@@ -140,12 +154,12 @@ describe('batch exports', () => {
     });
     expect(patched.status, patched.text).toBe(200);
     expect(patched.body).toMatchObject({ name: 'Renamed', interval: 'week', destination: { type: 'S3', config: { bucket_name: 'my-bucket', prefix: 'new/', compression: 'gzip' } } });
-    expect((await stored(exp.id)).destination_config).toEqual({ ...s3, prefix: 'new/', compression: 'gzip' });
+    expect(await storedConfig(exp.id)).toEqual({ ...s3, prefix: 'new/', compression: 'gzip' });
     expect(new Date(patched.body.last_updated_at).getTime()).toBeGreaterThan(new Date(exp.last_updated_at).getTime());
 
     const rotated = await f.api('PATCH', `${base}${exp.id}/`, { key: owner.key, body: { destination: { type: 'S3', config: { aws_secret_access_key: 'rotated' } } } });
     expect(rotated.status).toBe(200);
-    expect((await stored(exp.id)).destination_config.aws_secret_access_key).toBe('rotated');
+    expect((await storedConfig(exp.id)).aws_secret_access_key).toBe('rotated');
 
     const incomplete = await f.api('PATCH', `${base}${exp.id}/`, { key: owner.key, body: { destination: { type: 'HTTP', config: { url: 'https://x' } } } });
     expect(incomplete.body).toEqual(validation("Configuration missing required field: 'token'", 'destination__config'));
@@ -153,7 +167,8 @@ describe('batch exports', () => {
     expect(unknown.body).toEqual(validation("Configuration has unknown field/s: 'nope'", 'destination__config'));
     const http = await f.api('PATCH', `${base}${exp.id}/`, { key: owner.key, body: { model: 'events', destination: { type: 'HTTP', config: { url: 'https://x', token: 't' } } } });
     expect(http.status).toBe(200);
-    expect((await stored(exp.id)).destination_config).toEqual({ url: 'https://x', token: 't' });
+    expect(await storedConfig(exp.id)).toEqual({ url: 'https://x', token: 't' });
+    expect(isEncryptedSecret((await stored(exp.id)).destination_config.token)).toBe(true);
     const persons = await f.api('PATCH', `${base}${exp.id}/`, { key: owner.key, body: { model: 'persons' } });
     expect(persons.body).toEqual(validation('HTTP batch exports only support the events model', 'model'));
   });

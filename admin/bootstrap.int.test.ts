@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, PROJECTS_BUCKET, type NatsConnection } from '../lib/index.js';
 import { DEFAULT_LIMITS } from '../test/admin/harness.js';
-import { freshDatabase, startNats, type NatsHandle } from '../test/kit/index.js';
+import { freshDatabase, startNats, TEST_SECRET_KEY, type NatsHandle } from '../test/kit/index.js';
 import { BOOTSTRAP_FILE, bootstrapCluster, loadAdminConfig, startAdmin } from './index.js';
 
 const logger = createLogger('bootstrap-test', 'silent');
@@ -44,7 +44,7 @@ describe('bootstrap', () => {
     const kv = await new Kvm(nc).open(PROJECTS_BUCKET);
     expect((await kv.get(result.projectApiKey))?.json()).toEqual({ projectId: 1, organizationId: result.organizationId, limits: DEFAULT_LIMITS });
 
-    const admin = await startAdmin(loadAdminConfig({ DATABASE_URL: databaseUrl, ...nats.env('admin'), ADMIN_PORT: '0' }), { logger });
+    const admin = await startAdmin(loadAdminConfig({ DATABASE_URL: databaseUrl, ...nats.env('admin'), SPATE_SECRET_KEY: TEST_SECRET_KEY, ADMIN_PORT: '0' }), { logger });
     try {
       const headers = { authorization: `Bearer ${result.personalApiKey}` };
       const org = await (await fetch(`${admin.url}/api/organizations/${result.organizationId}/`, { headers })).json();

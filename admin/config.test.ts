@@ -1,10 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, configMarkdown } from '../lib/index.js';
+import { ConfigError, configMarkdown, generateSecretKey } from '../lib/index.js';
 import { adminConfigDefinition, adminConfigHelp, loadAdminConfig } from './config.js';
 
+/** The one other required setting: the key that encrypts stored secrets. */
+const KEY = { SPATE_SECRET_KEY: generateSecretKey() };
+
 describe('admin config', () => {
-  it('admin config - laptop defaults; only DATABASE_URL is required', () => {
-    const c = loadAdminConfig({ DATABASE_URL: 'postgres://u@127.0.0.1:5432/spate' });
+  it('admin config - laptop defaults; only DATABASE_URL and SPATE_SECRET_KEY are required', () => {
+    const c = loadAdminConfig({ DATABASE_URL: 'postgres://u@127.0.0.1:5432/spate', ...KEY });
     expect(c).toMatchObject({
       host: '127.0.0.1',
       port: 8010,
@@ -20,9 +23,11 @@ describe('admin config', () => {
       logRetention: 14 * 86_400_000,
       backfillMaxRuns: 50_000,
     });
-    expect(loadAdminConfig({ DATABASE_URL: 'postgres://x/y', LOG_RETENTION: '0' }).logRetention).toBe(0);
-    expect(() => loadAdminConfig({ DATABASE_URL: 'postgres://x/y', LOG_BATCH_ROWS: '0' })).toThrow(/LOG_BATCH_ROWS/);
-    expect(() => loadAdminConfig({})).toThrow(/DATABASE_URL/);
+    expect(loadAdminConfig({ DATABASE_URL: 'postgres://x/y', LOG_RETENTION: '0', ...KEY }).logRetention).toBe(0);
+    expect(() => loadAdminConfig({ DATABASE_URL: 'postgres://x/y', LOG_BATCH_ROWS: '0', ...KEY })).toThrow(/LOG_BATCH_ROWS/);
+    expect(() => loadAdminConfig({ ...KEY })).toThrow(/DATABASE_URL/);
+    // Without the key the server refuses to start rather than store secrets in plain text.
+    expect(() => loadAdminConfig({ DATABASE_URL: 'postgres://x/y' })).toThrow(/SPATE_SECRET_KEY: required: 32 random bytes in base64/);
   });
 
   it('admin config - reads every variable and reports all bad ones at once', () => {
@@ -32,6 +37,7 @@ describe('admin config', () => {
       DNS_RESOLVER: '127.0.0.1:5353, [::1]:53,8.8.8.8',
       INVITE_VALIDITY: '1h',
       SMTP_URL: 'smtp://mail.example.com:587',
+      ...KEY,
     });
     expect(c.dnsResolver).toEqual(['127.0.0.1:5353', '[::1]:53', '8.8.8.8']);
     expect(c.inviteValidity).toBe(3_600_000);

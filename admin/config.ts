@@ -2,7 +2,7 @@
 // (lib loadConfig reports every problem at once and freezes the result).
 import { z } from 'zod';
 import type { ProjectLimitSettings } from './project-limits.js';
-import { configHelp, envBool, envBytes, envDuration, envInt, envString, loadConfig, natsAuthSettings, setting, type ConfigOf } from '../lib/index.js';
+import { configHelp, envBool, envBytes, envDuration, envInt, envString, loadConfig, natsAuthSettings, secretKeySettings, setting, type ConfigOf } from '../lib/index.js';
 
 const optionalUrl = (protocols: readonly string[]) =>
   z
@@ -30,6 +30,7 @@ export const adminConfigDefinition = {
   databasePoolSize: setting('DATABASE_POOL_SIZE', envInt(10, 1), 'Maximum PostgreSQL connections of the request pool.'),
   natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated; the admin server keeps its KV buckets and pipeline streams there.'),
   ...natsAuthSettings('admin'),
+  ...secretKeySettings(),
   projectsKvReplicas: setting('PROJECTS_KV_REPLICAS', envInt(1, 1), 'Replicas of the spate-projects KV bucket when the admin server creates it (3 on a 3-node JetStream cluster).'),
   projectsReconcileInterval: setting(
     'PROJECTS_RECONCILE_INTERVAL',

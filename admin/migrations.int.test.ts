@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../lib/index.js';
-import { freshDatabase, startNats } from '../test/kit/index.js';
+import { freshDatabase, startNats, TEST_SECRET_KEY } from '../test/kit/index.js';
 import { loadAdminConfig, migrate, MIGRATIONS_TABLE, startAdmin } from './index.js';
 
 /** Every migration, in order (file names without extension). */
@@ -28,7 +28,7 @@ describe('migrations', () => {
   it('migrations - two admin servers starting at once on a fresh database both come up, migrations applied once', async () => {
     const databaseUrl = await freshDatabase();
     await using nats = await startNats();
-    const config = loadAdminConfig({ DATABASE_URL: databaseUrl, ...nats.env('admin'), ADMIN_PORT: '0', LOG_LEVEL: 'silent' });
+    const config = loadAdminConfig({ DATABASE_URL: databaseUrl, ...nats.env('admin'), SPATE_SECRET_KEY: TEST_SECRET_KEY, ADMIN_PORT: '0', LOG_LEVEL: 'silent' });
     const logger = createLogger('admin-test', 'silent');
     const [a, b] = await Promise.all([startAdmin(config, { logger }), startAdmin(config, { logger })]);
     try {

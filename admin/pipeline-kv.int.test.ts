@@ -4,10 +4,10 @@
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm, KvWatchInclude, type KV } from '@nats-io/kv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BATCH_EXPORTS_BUCKET, createLogger, PLUGIN_CONFIGS_BUCKET, type BatchExportRecord, type PluginConfigsRecord } from '../lib/index.js';
+import { BATCH_EXPORTS_BUCKET, createLogger, decryptConfigSecrets, PLUGIN_CONFIGS_BUCKET, secretContext, type BatchExportRecord, type PluginConfigsRecord } from '../lib/index.js';
 import { newBatchExport, newPlugin } from '../test/admin/endpoints.js';
 import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
-import { waitFor } from '../test/kit/index.js';
+import { testSecretKeyring, waitFor } from '../test/kit/index.js';
 import { startAdmin } from './index.js';
 
 let f: AdminFixture;
@@ -48,6 +48,11 @@ async function withinASecond(seen: Seen[], change: () => Promise<unknown>, expec
   return hit;
 }
 
+/** A config from a KV record with its secrets decrypted, as a worker does. */
+function decrypted(config: Record<string, unknown>, kind: 'batch_export' | 'plugin_config', teamId: number): Record<string, unknown> {
+  return decryptConfigSecrets(config, testSecretKeyring(), (field) => secretContext(kind, teamId, field));
+}
+
 async function kvValue(bucket: string, key: string): Promise<unknown> {
   const entry = await (await new Kvm(f.nc).open(bucket)).get(key);
   return entry?.operation === 'PUT' ? entry.json() : undefined;
@@ -81,16 +86,18 @@ describe('pipeline KV buckets', () => {
       start_at: '2024-01-01T00:00:00.000Z',
       end_at: null,
       hogql_query: null,
-      destination: { type: 'HTTP', config: { url: 'https://x', token: 'tok' } },
+      // The token under its name, encrypted (a worker decrypts it).
+      destination: { type: 'HTTP', config: { url: 'https://x', token: { $encrypted: expect.stringMatching(/^v1:/) } } },
       last_updated_at: expect.any(String),
     } satisfies Record<keyof BatchExportRecord, unknown>);
+    expect(decrypted((created.value as BatchExportRecord).destination.config, 'batch_export', owner.projectId)).toEqual({ url: 'https://x', token: 'tok' });
     const updated = await withinASecond(
       seen,
       () => f.api('PATCH', `${base}${id}/`, { key: owner.key, body: { interval: 'day', destination: { config: { token: 'rotated' } } } }),
       (s) => s.key === id && (s.value as BatchExportRecord | undefined)?.interval === 'day',
       'export updated',
     );
-    expect((updated.value as BatchExportRecord).destination.config).toEqual({ url: 'https://x', token: 'rotated' });
+    expect(decrypted((updated.value as BatchExportRecord).destination.config, 'batch_export', owner.projectId)).toEqual({ url: 'https://x', token: 'rotated' });
     await withinASecond(seen, () => f.api('POST', `${base}${id}/pause/`, { key: owner.key }), (s) => s.key === id && (s.value as BatchExportRecord | undefined)?.paused === true, 'paused');
     await withinASecond(seen, () => f.api('POST', `${base}${id}/unpause/`, { key: owner.key }), (s) => s.key === id && (s.value as BatchExportRecord | undefined)?.paused === false, 'unpaused');
     await withinASecond(seen, () => f.api('DELETE', `${base}${id}/`, { key: owner.key }), (s) => s.key === id && s.op !== 'PUT', 'deleted');
@@ -120,7 +127,7 @@ describe('pipeline KV buckets', () => {
           id: a,
           plugin_id: plugin.id,
           order: 2,
-          config: { k: 'secret' },
+          config: { k: { $encrypted: expect.stringMatching(/^v1:/) } },
           plugin: { name: 'Geo', plugin_type: 'source', url: null, tag: null, capabilities: { methods: ['processEvent'] }, updated_at: expect.any(String) },
           updated_at: expect.any(String),
         },
@@ -145,7 +152,8 @@ describe('pipeline KV buckets', () => {
       (s) => s.key === key && record(s)?.configs.find((c) => c.id === a)?.config.extra === 'x',
       'config changed',
     );
-    expect((await kvValue(PLUGIN_CONFIGS_BUCKET, key) as PluginConfigsRecord).configs.find((c) => c.id === a)!.config).toEqual({ k: 'secret', extra: 'x' });
+    const kept = (await kvValue(PLUGIN_CONFIGS_BUCKET, key) as PluginConfigsRecord).configs.find((c) => c.id === a)!.config;
+    expect(decrypted(kept, 'plugin_config', u.projectId)).toEqual({ k: 'secret', extra: 'x' });
     await withinASecond(
       seen,
       () => f.api('PATCH', `/api/organizations/${u.organizationId}/pipeline_transformations/${plugin.id}/`, { key: u.key, body: { name: 'Geo v2' } }),

@@ -1,9 +1,10 @@
 import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PLUGIN_CONFIGS_BUCKET, type PluginConfigsRecord, type PluginJobRequest } from '../lib/index.js';
+import { decryptConfigSecrets, isEncryptedSecret, PLUGIN_CONFIGS_BUCKET, secretContext, type PluginConfigsRecord, type PluginJobRequest } from '../lib/index.js';
 import { newPlugin } from '../test/admin/endpoints.js';
 import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
+import { testSecretKeyring } from '../test/kit/index.js';
 import { paginatedPluginConfigs, pluginConfigSchema } from './pipeline-schemas.js';
 
 let f: AdminFixture;
@@ -32,6 +33,11 @@ async function setup(user: TestUser, body: Record<string, unknown> = {}) {
   return { plugin, config: res.body };
 }
 
+/** Stored values as a worker reads them: secret fields (stored encrypted) decrypted. */
+function decrypted(config: Record<string, unknown>, teamId: number): Record<string, unknown> {
+  return decryptConfigSecrets(config, testSecretKeyring(), (field) => secretContext('plugin_config', teamId, field));
+}
+
 async function kvRecord(projectId: number): Promise<PluginConfigsRecord | undefined> {
   const e = await (await new Kvm(f.nc).open(PLUGIN_CONFIGS_BUCKET)).get(String(projectId));
   return e?.operation === 'PUT' ? e.json<PluginConfigsRecord>() : undefined;
@@ -55,7 +61,10 @@ describe('plugin configs', () => {
     });
     expect(parsed.plugin_info).toMatchObject({ id: plugin.id, name: 'Webhook' });
     expect(JSON.stringify(config)).not.toContain('sk_live');
-    expect((await f.db.query('select config from plugin_configs where id = $1', [config.id])).rows[0].config.api_key).toBe('sk_live');
+    const raw = (await f.db.query('select config from plugin_configs where id = $1', [config.id])).rows[0].config;
+    expect(isEncryptedSecret(raw.api_key)).toBe(true);
+    expect(JSON.stringify(raw)).not.toContain('sk_live');
+    expect(decrypted(raw, owner.projectId)).toEqual({ url: 'https://hook.example', api_key: 'sk_live' });
     const one = await f.api('GET', `${base}${config.id}/`, { key: owner.key });
     expect(one.body).toEqual(config);
     const named = await f.api('POST', base, { key: owner.key, body: { plugin: plugin.id, order: 2, name: 'Own name', description: 'Own text', enabled: true } });
@@ -95,10 +104,11 @@ describe('plugin configs', () => {
       const res = await f.api('PATCH', path, { key: owner.key, body: { config: body } });
       expect(res.status).toBe(200);
       expect(res.body.config).toEqual({ url: body.url, api_key: MASK });
-      expect((await stored()).config).toEqual({ url: body.url, api_key: 'secret-1' });
+      expect(decrypted((await stored()).config, owner.projectId)).toEqual({ url: body.url, api_key: 'secret-1' });
     }
     await f.api('PATCH', path, { key: owner.key, body: { config: { url: 'https://e', api_key: 'secret-2' } } });
-    expect((await stored()).config.api_key).toBe('secret-2');
+    expect(decrypted((await stored()).config, owner.projectId).api_key).toBe('secret-2');
+    expect(JSON.stringify((await stored()).config)).not.toContain('secret-2');
     const other = await newPlugin(f, owner);
     const res = await f.api('PATCH', path, { key: owner.key, body: { plugin: other.id, order: 9, name: 'Renamed' } });
     expect(res.body).toMatchObject({ plugin: config.plugin, order: 9, name: 'Renamed' });

@@ -2,7 +2,7 @@ import { Kvm, KvWatchInclude } from '@nats-io/kv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, PROJECTS_BUCKET, type ProjectLimits, type ProjectRecord } from '../lib/index.js';
 import { DEFAULT_LIMITS, startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
-import { waitFor } from '../test/kit/index.js';
+import { TEST_SECRET_KEY, waitFor } from '../test/kit/index.js';
 import { loadAdminConfig, startAdmin } from './index.js';
 import { paginatedProjects, projectSchema } from './schemas.js';
 
@@ -191,7 +191,7 @@ describe('projects', () => {
     await limited.db.query('update projects set capture_events_per_second = 800 where id = $1', [created.body.id]);
     await waitFor('set from SQL', async () => ((await record(created.body.api_token)) as ProjectLimits).eventsPerSecond === 800, 1_000, 10);
     await limited.admin.stop();
-    const restarted = await startAdmin(loadAdminConfig({ DATABASE_URL: limited.databaseUrl, ...limited.nats.env('admin'), ADMIN_PORT: '0', PROJECT_EVENTS_PER_SECOND: '500', PROJECT_HISTORICAL_MESSAGES_PER_SECOND: '0' }), {
+    const restarted = await startAdmin(loadAdminConfig({ DATABASE_URL: limited.databaseUrl, ...limited.nats.env('admin'), SPATE_SECRET_KEY: TEST_SECRET_KEY, ADMIN_PORT: '0', PROJECT_EVENTS_PER_SECOND: '500', PROJECT_HISTORICAL_MESSAGES_PER_SECOND: '0' }), {
       logger: createLogger('admin-test', 'silent'),
     });
     try {

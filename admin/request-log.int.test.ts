@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createLogger, runtimeModule } from '../lib/index.js';
-import { freePort, freshDatabase, startNats, waitFor } from '../test/kit/index.js';
+import { freePort, freshDatabase, startNats, TEST_SECRET_KEY, waitFor } from '../test/kit/index.js';
 import { migrate } from './db/migrate.js';
 import { createPersonalApiKey } from './store/keys.js';
 import { createOrganization } from './store/organizations.js';
@@ -24,7 +24,7 @@ describe('admin request log', () => {
     const port = await freePort();
     const entry = runtimeModule(import.meta.url, './main');
     const child = spawn(process.execPath, [...entry.execArgv, entry.path], {
-      env: { ...process.env, DATABASE_URL: databaseUrl, ...nats.env('admin'), ADMIN_PORT: String(port), LOG_LEVEL: 'info' },
+      env: { ...process.env, DATABASE_URL: databaseUrl, ...nats.env('admin'), SPATE_SECRET_KEY: TEST_SECRET_KEY, ADMIN_PORT: String(port), LOG_LEVEL: 'info' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';

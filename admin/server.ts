@@ -12,6 +12,7 @@ import {
   ensurePipelineStreams,
   natsAuthOf,
   retryUnanswered,
+  secretKeyringOf,
   type Logger,
   type NatsConnection,
 } from '../lib/index.js';
@@ -31,6 +32,7 @@ import { Outbox } from './outbox.js';
 import { openPluginConfigsKv } from './plugin-configs-kv.js';
 import { openProjectsKv } from './projects-kv.js';
 import { apiRoutes } from './routes/index.js';
+import { sealStoredSecrets } from './secrets-at-rest.js';
 import type { Services } from './services.js';
 
 /** How often the outbox is flushed besides right after each request that wrote to it. */
@@ -80,6 +82,12 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
 
     const pool = deps.pool ?? createPool(config.databaseUrl, config.databasePoolSize);
     if (!deps.pool) cleanups.push(() => pool.end());
+
+    // Before the KV buckets are reconciled from PostgreSQL: no plain secret reaches them.
+    const secrets = secretKeyringOf(config);
+    const sealed = await sealStoredSecrets(pool, secrets, log);
+    if (sealed.batchExports + sealed.pluginConfigs > 0) log.info(sealed, 'stored secrets encrypted with the current SPATE_SECRET_KEY');
+    if (sealed.failed > 0) log.error(sealed, 'some stored secrets are encrypted with a key that is not configured');
 
     const nc = deps.nats ?? (await connectNats(config.natsUrl, 'spate-admin', natsAuthOf(config)));
     let natsConnected = true;
@@ -132,6 +140,7 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
       config,
       pool,
       log,
+      secrets,
       projectsKv,
       batchExportsKv,
       pluginConfigsKv,

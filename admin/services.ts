@@ -1,5 +1,5 @@
 // What request handlers may use: passed in, never imported, so tests start the real thing.
-import type { Logger } from '../lib/index.js';
+import type { Logger, SecretKeyring } from '../lib/index.js';
 import type { AdminConfig } from './config.js';
 import type { Pool } from './db/pool.js';
 import type { DomainVerifier } from './domain-verifier.js';
@@ -12,6 +12,8 @@ export interface Services {
   readonly config: AdminConfig;
   readonly pool: Pool;
   readonly log: Logger;
+  /** Seals the secrets the server stores (SPATE_SECRET_KEY, admin/secrets-at-rest.ts). */
+  readonly secrets: SecretKeyring;
   readonly projectsKv: ProjectsKv;
   /** spate-batch-exports: batch export id → what the export runner needs. */
   readonly batchExportsKv: KvMirror;

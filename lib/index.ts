@@ -14,3 +14,4 @@ export * from './pipeline.js';
 export * from './sanitize.js';
 export * from './process-shell.js';
 export * from './nats-settings.js';
+export * from './secrets.js';

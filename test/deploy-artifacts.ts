@@ -156,6 +156,7 @@ export function localNatsVersion(): string {
 /** Placeholder for values Kubernetes fills in at run time (secretKeyRef, fieldRef). */
 export function runtimeValue(name: string): string {
   if (name === 'DATABASE_URL') return 'postgres://user:secret@database:5432/spate';
+  if (name === 'SPATE_SECRET_KEY') return Buffer.alloc(32, 7).toString('base64');
   return 'runtime-value';
 }
 

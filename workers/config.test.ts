@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, configMarkdown } from '../lib/index.js';
+import { ConfigError, configMarkdown, generateSecretKey } from '../lib/index.js';
 import { loadWorkerConfig, workerConfigDefinition, workerHelp } from './config.js';
 
 describe('worker config', () => {
   it('config - defaults suit a laptop', () => {
-    const c = loadWorkerConfig({});
+    const c = loadWorkerConfig({ SPATE_SECRET_KEY: generateSecretKey() });
     expect(c).toMatchObject({
       natsUrl: 'nats://127.0.0.1:4222',
       shardCount: 16,
@@ -14,6 +14,8 @@ describe('worker config', () => {
       batchMaxBytes: 8 * 1024 * 1024,
     });
     expect(c.workerId).toBe('');
+    // The key that decrypts export and plugin secrets has no default.
+    expect(() => loadWorkerConfig({})).toThrow(/SPATE_SECRET_KEY: required/);
   });
 
   it('config - reports every bad variable at once', () => {

@@ -2,11 +2,13 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { configHelp, envBytes, envDuration, envInt, envString, loadConfig, natsAuthSettings, setting, type ConfigOf } from '../lib/index.js';
+import { configHelp, envBytes, envDuration, envInt, envString, loadConfig, natsAuthSettings, secretKeySettings, setting, type ConfigOf } from '../lib/index.js';
 
 export const workerConfigDefinition = {
   natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated'),
   ...natsAuthSettings('worker'),
+  // The batch-export runner and the plugin runtime decrypt destination and plugin secrets with it.
+  ...secretKeySettings(),
   databaseUrl: setting(
     'DATABASE_URL',
     envString('postgres://postgres@127.0.0.1:5432/spate'),

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { INTERVAL_SECONDS, pipelineSubject, type BatchExportBackfillRequest } from '../../lib/index.js';
 import { checkDestinationConfig, checkDestinationRules, deepMerge, type DestinationType } from '../batch-export-destinations.js';
+import { sealDestinationConfig } from '../secrets-at-rest.js';
 import { inTransaction, pgErrorCode, PG_FOREIGN_KEY_VIOLATION, type Queryable } from '../db/pool.js';
 import { apiError, notFound } from '../errors.js';
 import { paginate, pageOf } from '../http/pagination.js';
@@ -138,7 +139,7 @@ export const batchExportRoutes = [
             name: input.name,
             model,
             destination_type: type,
-            destination_config: config,
+            destination_config: sealDestinationConfig(type, config, teamId, services.secrets),
             interval: input.interval,
             paused: input.paused,
             last_paused_at: input.last_paused_at ?? (input.paused ? new Date() : undefined),
@@ -210,7 +211,7 @@ export const batchExportRoutes = [
             config = deepMerge(current.destination_config, checkDestinationConfig(type, input.destination.config, true));
           }
           fields.destination_type = type;
-          fields.destination_config = config;
+          fields.destination_config = sealDestinationConfig(type, config, current.team_id, services.secrets);
         }
         checkDestinationRules(type, config, fields.model ?? current.model);
         checkWindow(fields.start_at === undefined ? current.start_at : fields.start_at, fields.end_at === undefined ? current.end_at : fields.end_at);

@@ -41,6 +41,7 @@ import { listPluginLogs, pluginLogJson, type PluginLogFilters } from '../store/p
 import { findConfigurablePlugin, getPlugin } from '../store/plugins.js';
 import type { ProjectRow } from '../store/projects.js';
 import { PLUGINS_ACCESS, pluginsAccessLevel, projectOr404 } from './common.js';
+import { sealPluginConfig } from '../secrets-at-rest.js';
 
 const tag = 'plugin configs';
 const base = '/api/projects/:project_id/plugin_configs/';
@@ -145,7 +146,7 @@ export const pluginConfigRoutes: Route[] = [
         const config = await createPluginConfig(db, project.id, plugin.id, {
           enabled: input.enabled,
           order: input.order,
-          config: input.config,
+          config: input.config && sealPluginConfig(input.config, plugin.config_schema, project.id, services.secrets),
           name: input.name,
           description: input.description,
           deleted: input.deleted,
@@ -206,7 +207,8 @@ export const pluginConfigRoutes: Route[] = [
           name: input.name,
           description: input.description,
           deleted: input.deleted,
-          config: input.config && configWithSecretsKept(input.config, config.config, config.plugin_config_schema),
+          config:
+            input.config && sealPluginConfig(configWithSecretsKept(input.config, config.config, config.plugin_config_schema), config.plugin_config_schema, project.id, services.secrets),
         });
         const changes = configChanges(config, updated);
         const base = { organizationId: project.organization_id, teamId: project.id, userId: principal.userId, scope: 'PluginConfig' as const, itemId: config.id, name: updated.plugin_name };

@@ -28,6 +28,7 @@ import {
   type PluginKind,
 } from '../plugin-kinds.js';
 import { organizationChildPath } from '../schemas.js';
+import { sealStoredSecrets } from '../secrets-at-rest.js';
 import type { Services } from '../services.js';
 import { changesBetween, logActivity } from '../store/activity.js';
 import type { OrganizationAccess } from '../store/organizations.js';
@@ -125,6 +126,8 @@ async function applyUpdate(
     checkGlobal(input, level);
     if (input.capabilities) checkCapabilities(kind, collection, input.capabilities);
     let updated = await updatePlugin(db, current.id, pluginFields(input));
+    // Fields the new config_schema marks secret are encrypted in every config of the plugin.
+    if (input.config_schema !== undefined) await sealStoredSecrets(db, services.secrets, services.log, { pluginId: current.id });
     if (activity === 'upgraded') {
       // Nothing to download: the installed tag is now the latest one.
       await db.query('update plugins set latest_tag = tag, latest_tag_checked_at = clock_timestamp() where id = $1', [current.id]);
@@ -349,6 +352,7 @@ function collectionRoutes(collection: PluginCollection): Route[] {
           }
           if (changed.length > 0 || Object.keys(fields).length > 0) {
             await updatePlugin(db, plugin.id, fields);
+            if (fields.config_schema !== undefined) await sealStoredSecrets(db, services.secrets, services.log, { pluginId: plugin.id });
             await logActivity(db, {
               organizationId: org.id,
               userId: principal.userId,

@@ -1,5 +1,6 @@
 // Plugin configs: a plugin set up for one project, with its configuration values and its place
 // in the project's order. Deleting only disables and hides (the row and its logs stay).
+import { isEncryptedSecret } from '../../lib/index.js';
 import type { Queryable } from '../db/pool.js';
 import { pluginJson, type PluginRow } from './plugins.js';
 
@@ -37,9 +38,11 @@ export function secretFields(configSchema: unknown): Set<string> {
   return out;
 }
 
+/** Secret fields masked; so is any encrypted value (a field the schema no longer marks secret). */
 export function maskedConfig(config: Record<string, unknown>, configSchema: unknown): Record<string, unknown> {
   const secrets = secretFields(configSchema);
-  return Object.fromEntries(Object.entries(config).map(([k, v]) => [k, secrets.has(k) && v !== null && v !== '' ? SECRET_FIELD_VALUE : v]));
+  const hidden = (k: string, v: unknown) => (secrets.has(k) && v !== null && v !== '') || isEncryptedSecret(v);
+  return Object.fromEntries(Object.entries(config).map(([k, v]) => [k, hidden(k, v) ? SECRET_FIELD_VALUE : v]));
 }
 
 /** `pluginInfo` is shown on single-config answers, null in lists (as PostHog does). */

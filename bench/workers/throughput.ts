@@ -30,6 +30,7 @@ import { PostgresServer } from '../../deploy/local/postgres.js';
 import { waitFor } from '../../deploy/local/wait.js';
 import {
   connectNats,
+  generateSecretKey,
   NATS_USERS,
   ensureStreams,
   runtimeModule,
@@ -269,6 +270,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
         NATS_URL: nats.url,
         NATS_USER: NATS_USERS.worker,
         NATS_PASSWORD: auth.passwords.worker,
+        SPATE_SECRET_KEY: generateSecretKey(),
         DATABASE_URL: databaseUrl,
         SHARD_COUNT: String(o.shardCount),
         WORKER_METRICS_PORT: String(port),

@@ -6,7 +6,7 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync }
 import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { NATS_USERS } from '../../lib/index.js';
+import { generateSecretKey, NATS_USERS, parseSecretKey } from '../../lib/index.js';
 import {
   DEPLOYABLES,
   deployableOfCommand,
@@ -49,7 +49,7 @@ const services = compose.services;
 function interpolate(value: string): string {
   return value
     .replace(/\$\{(\w+):-([^}]*)\}/g, (_m, _name: string, def: string) => def)
-    .replace(/\$\{(\w+):\?[^}]*\}/g, (_m, name: string) => `<${name}>`);
+    .replace(/\$\{(\w+):\?[^}]*\}/g, (_m, name: string) => (name === 'SPATE_SECRET_KEY' ? generateSecretKey() : `<${name}>`));
 }
 
 /** The variable a value takes from the environment or .env, required (`${VAR:?…}`) or not. */
@@ -182,10 +182,13 @@ describe('docker compose cluster', () => {
     try {
       copyFileSync(repoPath('deploy/compose/new-env.sh'), join(dir, 'new-env.sh'));
       execFileSync('sh', [join(dir, 'new-env.sh')], { stdio: 'ignore' });
-      const written = Object.fromEntries(readFileSync(join(dir, '.env'), 'utf8').trim().split('\n').map((l) => l.split('=') as [string, string]));
+      const written = Object.fromEntries(readFileSync(join(dir, '.env'), 'utf8').trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
       const required = [...readRepoFile(COMPOSE).matchAll(/\$\{(\w+):\?/g)].map((m) => m[1]!);
       expect(Object.keys(written).sort()).toEqual([...new Set(required)].sort());
-      for (const value of Object.values(written)) expect(value).toMatch(/^[A-Za-z][A-Za-z0-9]{31}$/);
+      for (const [name, value] of Object.entries(written)) {
+        if (name === 'SPATE_SECRET_KEY') expect(parseSecretKey(value)).toHaveLength(32);
+        else expect(value, name).toMatch(/^[A-Za-z][A-Za-z0-9]{31}$/);
+      }
       expect(statSync(join(dir, '.env')).mode & 0o777).toBe(0o600);
       // It never overwrites secrets already in use.
       expect(() => execFileSync('sh', [join(dir, 'new-env.sh')], { stdio: 'ignore' })).toThrow();
@@ -193,6 +196,11 @@ describe('docker compose cluster', () => {
       rmSync(dir, { recursive: true, force: true });
     }
     expect(readRepoFile('.gitignore')).toContain('deploy/compose/.env');
+  });
+
+  it('compose - the admin server and the workers share one SPATE_SECRET_KEY, required from .env', () => {
+    for (const name of ['admin', 'workers']) expect(services[name]?.environment?.SPATE_SECRET_KEY, name).toBe('${SPATE_SECRET_KEY:?run deploy/compose/new-env.sh}');
+    for (const name of ['ingest', 'bootstrap']) expect(services[name]?.environment?.SPATE_SECRET_KEY, `${name} needs no key`).toBeUndefined();
   });
 
   it('compose - Spate services reach the PostgreSQL service with its user and database', () => {

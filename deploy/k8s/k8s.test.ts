@@ -246,6 +246,22 @@ describe('kubernetes manifests', () => {
     }
   });
 
+  it('k8s - the admin server and the workers get SPATE_SECRET_KEY from one Secret; nothing else gets it', () => {
+    const refs = new Map<string, unknown>();
+    for (const { workload, container } of mainContainers) {
+      const e = container.env?.find((v) => v.name === 'SPATE_SECRET_KEY');
+      const d = deployableOf(container).name;
+      if (d === 'admin' || d === 'workers') {
+        expect(e?.value, `${workload.metadata.name}: the key belongs in a Secret`).toBeUndefined();
+        refs.set(d, (e?.valueFrom as SecretRef['valueFrom'])?.secretKeyRef);
+      } else {
+        expect(e, workload.metadata.name).toBeUndefined();
+      }
+    }
+    expect(refs.get('admin')).toEqual({ name: 'spate-secret-key', key: 'SPATE_SECRET_KEY' });
+    expect(refs.get('workers')).toEqual(refs.get('admin'));
+  });
+
   it('k8s - NetworkPolicies: NATS clients only from Spate pods, routes only from NATS, each Spate port open to whom it serves, the rest denied', () => {
     const deny = byKind('NetworkPolicy').find((p) => Object.keys(p.spec!.podSelector?.matchLabels ?? {}).length === 0);
     expect(deny?.spec).toMatchObject({ policyTypes: ['Ingress'] });

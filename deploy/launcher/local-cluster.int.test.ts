@@ -1,7 +1,7 @@
 // `npm start` as a user runs it: a child process with its own data dir. It must come up,
 // accept events, restart a crashed child, stop cleanly, and resume with its data.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -79,6 +79,8 @@ describe('npm start (local cluster)', () => {
     await operator.close();
     await expect(connectNats(c.natsUrl, 'anonymous')).rejects.toThrow(NatsAuthError);
     expect(statSync(join(dataDir, 'secrets.json')).mode & 0o777).toBe(0o600);
+    const secretKey = (JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { secretKey: string }).secretKey;
+    expect(Buffer.from(secretKey, 'base64')).toHaveLength(32);
     const orgs = await fetch(`${c.adminUrl}/api/organizations/`, { headers: { authorization: `Bearer ${c.personalApiKey}` } });
     expect(orgs.status).toBe(200);
     expect(((await orgs.json()) as { results: { id: string }[] }).results.map((o) => o.id)).toContain(c.organizationId);
@@ -116,6 +118,8 @@ describe('npm start (local cluster)', () => {
     expect(again.projectApiKey).toBe(c.projectApiKey);
     expect(again.personalApiKey).toBe(c.personalApiKey);
     expect(again.natsPassword).toBe(c.natsPassword);
+    // The key of the stored secrets too: a new one would make them undecryptable.
+    expect((JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { secretKey: string }).secretKey).toBe(secretKey);
     expect(again.organizationId).toBe(c.organizationId);
     expect(await streamMessages(again)).toBe(stored);
     // PostgreSQL kept the worker's state and PROCESSED its line: the resumed workers did not process it again.

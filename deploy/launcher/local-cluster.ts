@@ -97,6 +97,9 @@ async function launch(
 ): Promise<LocalCluster> {
   const { dataDir, env } = options;
   mkdirSync(dataDir, { recursive: true });
+  const localSecrets = loadLocalSecrets(dataDir);
+  // The key that encrypts destination and plugin secrets: the environment's, else the data dir's.
+  const secretKey = env.SPATE_SECRET_KEY || localSecrets.secretKey;
   const preferred: Record<string, number> = { capture: 8000, admin: 8010, postgres: 5433 };
   for (let i = 1; i <= options.workers; i++) preferred[`worker${i}`] = 8019 + i;
   for (let i = 1; i <= options.natsNodes; i++) {
@@ -125,7 +128,7 @@ async function launch(
     // Someone else's NATS: the roles' passwords, if given, in the variables its auth.conf reads.
     for (const user of [...NATS_ROLES, 'operator'] as const) natsPasswords[user] = env[`SPATE_NATS_${user.toUpperCase()}_PASSWORD`];
   } else {
-    const auth = loadLocalSecrets(dataDir).nats;
+    const auth = localSecrets.nats;
     Object.assign(natsPasswords, auth.passwords);
     const urls: string[] = [];
     const monitors: string[] = [];
@@ -190,7 +193,7 @@ async function launch(
 
   const adminHost = env.ADMIN_HOST ?? '127.0.0.1';
   const adminUrl = `http://${adminHost === '0.0.0.0' ? '127.0.0.1' : adminHost}:${ports.admin}`;
-  const adminEnv = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ...natsCredentials('admin'), ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas), PIPELINE_REPLICAS: String(replicas) };
+  const adminEnv = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ...natsCredentials('admin'), SPATE_SECRET_KEY: secretKey, ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas), PIPELINE_REPLICAS: String(replicas) };
   track('admin', new SupervisedChild({ name: 'admin', ...nodeCommand('../../admin/main'), env: adminEnv }, log), { port: ports.admin });
 
   // Ingest nodes share one port: the launcher binds the socket and every node (restarts too)
@@ -217,7 +220,7 @@ async function launch(
   const workerUrls: string[] = [];
   for (let i = 1; i <= options.workers; i++) {
     const port = ports[`worker${i}`]!;
-    const workerEnv = { ...env, NATS_URL: natsUrl, ...natsCredentials('worker'), DATABASE_URL: databaseUrl, NATS_REPLICAS: String(replicas), WORKER_METRICS_PORT: String(port) };
+    const workerEnv = { ...env, NATS_URL: natsUrl, ...natsCredentials('worker'), SPATE_SECRET_KEY: secretKey, DATABASE_URL: databaseUrl, NATS_REPLICAS: String(replicas), WORKER_METRICS_PORT: String(port) };
     track('worker', new SupervisedChild({ name: `worker-${i}`, ...nodeCommand('../../workers/main'), env: workerEnv }, log), { metricsPort: port });
     workerUrls.push(`http://127.0.0.1:${port}`);
   }

@@ -1,10 +1,11 @@
 // The secrets of a local cluster (`npm start`), generated on its first start and kept in
 // $SPATE_DATA_DIR/secrets.json (mode 0600) so a restart finds the same ones: the NATS users'
-// passwords (deploy/nats/auth.conf) and the route password of a 3-node cluster.
+// passwords (deploy/nats/auth.conf), the route password of a 3-node cluster, and the
+// SPATE_SECRET_KEY that encrypts destination and plugin secrets (lost, they cannot be decrypted).
 import { chmodSync, existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { NATS_USERS } from '../../lib/index.js';
+import { generateSecretKey, NATS_USERS, parseSecretKey } from '../../lib/index.js';
 import { randomPassword, type NatsServerAuth, type NatsUserName } from '../local/nats-server.js';
 
 export const SECRETS_FILE = 'secrets.json';
@@ -16,10 +17,22 @@ const secretsSchema = z.looseObject({
       routePassword: z.string().regex(/^[A-Za-z][A-Za-z0-9]{15,}$/),
     })
     .optional(),
+  secretKey: z
+    .string()
+    .refine((v) => {
+      try {
+        return parseSecretKey(v).length === 32;
+      } catch {
+        return false;
+      }
+    }, 'not a 32-byte base64 key')
+    .optional(),
 });
 
 export interface LocalSecrets {
   nats: NatsServerAuth;
+  /** SPATE_SECRET_KEY of the admin server and the workers (base64). */
+  secretKey: string;
 }
 
 /** Reads the data dir's secrets, generating whatever is missing (and writing them back). */
@@ -36,7 +49,9 @@ export function loadLocalSecrets(dataDir: string): LocalSecrets {
   }
   const routePassword = stored.nats?.routePassword ?? randomPassword();
   if (!stored.nats?.routePassword) changed = true;
-  const secrets: LocalSecrets = { nats: { passwords: passwords as Record<NatsUserName, string>, routePassword } };
+  const secretKey = stored.secretKey ?? generateSecretKey();
+  if (!stored.secretKey) changed = true;
+  const secrets: LocalSecrets = { nats: { passwords: passwords as Record<NatsUserName, string>, routePassword }, secretKey };
   if (changed) {
     const tmp = `${file}.${process.pid}.tmp`;
     writeFileSync(tmp, JSON.stringify({ ...stored, ...secrets }, null, 2) + '\n', { mode: 0o600 });

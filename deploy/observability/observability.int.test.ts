@@ -10,7 +10,7 @@ import { createLogger, type Registry } from '../../lib/index.js';
 import { startAdminFixture, type AdminFixture } from '../../test/admin/harness.js';
 import { effectivePort, DEPLOYABLES, imageEnv, parseYaml, readRepoFile, repoPath } from '../../test/deploy-artifacts.js';
 import { post, startIngestHarness, type IngestHarness } from '../../test/ingest-harness.js';
-import { freshDatabase, waitFor } from '../../test/kit/index.js';
+import { freshDatabase, TEST_SECRET_KEY, waitFor } from '../../test/kit/index.js';
 import { loadWorkerConfig, startWorker, type Worker } from '../../workers/index.js';
 
 interface ScrapeConfig {
@@ -102,7 +102,7 @@ beforeAll(async () => {
   const res = await post(`${ingest.url}/batch/`, JSON.stringify({ api_key: 'phc_observability', batch: [{ event: 'a', distinct_id: 'u1' }, { event: 'b' }] }));
   expect(res.status).toBe(200);
   worker = await startWorker(
-    loadWorkerConfig({ ...ingest.nats.env('worker'), DATABASE_URL: await freshDatabase(), WORKER_DB_POOL_SIZE: '4', WORKER_LEASE_TTL: '3s' }),
+    loadWorkerConfig({ ...ingest.nats.env('worker'), SPATE_SECRET_KEY: TEST_SECRET_KEY, DATABASE_URL: await freshDatabase(), WORKER_DB_POOL_SIZE: '4', WORKER_LEASE_TTL: '3s' }),
     { logger: createLogger('worker', 'silent') },
   );
   const workerMetrics = () => fetch(`${worker.statusUrl}/metrics`).then((r) => r.text());

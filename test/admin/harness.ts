@@ -9,7 +9,7 @@ import { createPersonalApiKey } from '../../admin/store/keys.js';
 import { upsertMembership } from '../../admin/store/members.js';
 import { createOrganization } from '../../admin/store/organizations.js';
 import { ensureUser } from '../../admin/store/users.js';
-import { freshDatabase, startNats, type NatsHandle } from '../kit/index.js';
+import { freshDatabase, startNats, TEST_SECRET_KEY, type NatsHandle } from '../kit/index.js';
 
 /** The limits a project's spate-projects record carries under the admin's default settings. */
 export const DEFAULT_LIMITS = { historicalMessagesPerSecond: 100 } as const;
@@ -65,6 +65,7 @@ export async function startAdminFixture(env: Record<string, string> = {}): Promi
   const config = loadAdminConfig({
     DATABASE_URL: databaseUrl,
     ...nats.env('admin'),
+    SPATE_SECRET_KEY: TEST_SECRET_KEY,
     ADMIN_PORT: '0',
     LOG_LEVEL: 'silent',
     DATABASE_POOL_SIZE: '20',

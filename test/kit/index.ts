@@ -5,3 +5,4 @@ export { waitFor } from '../../deploy/local/wait.js';
 export { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 export { interceptKvCalls, type KvCallHook } from './kv-calls.js';
 export { startBrowser, CHROMIUM_BIN, type BrowserHandle, type BrowserPage } from './browser.js';
+export { TEST_SECRET_KEY, testSecretKeyring } from './secrets.js';

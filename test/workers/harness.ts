@@ -20,7 +20,7 @@ import {
   type StreamKind,
 } from '../../lib/index.js';
 import { loadWorkerConfig, type WorkerConfig, type WorkerDeps } from '../../workers/index.js';
-import { freePort, testNats } from '../kit/index.js';
+import { freePort, TEST_SECRET_KEY, testNats } from '../kit/index.js';
 
 export const STREAM_LIMITS = { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 };
 
@@ -34,6 +34,7 @@ export async function connectAndCreateStreams(url: string): Promise<{ nc: NatsCo
 export function workerConfig(natsUrl: string, databaseUrl: string, env: Record<string, string> = {}): WorkerConfig {
   return loadWorkerConfig({
     ...testNats(natsUrl).env('worker'),
+    SPATE_SECRET_KEY: TEST_SECRET_KEY,
     DATABASE_URL: databaseUrl,
     WORKER_LEASE_TTL: '3s',
     WORKER_DB_POOL_SIZE: '6',
@@ -51,6 +52,7 @@ export function workerEnv(natsUrl: string, databaseUrl: string, env: Record<stri
   return {
     ...(process.env as Record<string, string>),
     ...testNats(natsUrl).env('worker'),
+    SPATE_SECRET_KEY: TEST_SECRET_KEY,
     DATABASE_URL: databaseUrl,
     WORKER_LEASE_TTL: '3s',
     WORKER_DB_POOL_SIZE: '6',
