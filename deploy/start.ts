@@ -65,3 +65,14 @@ const shutdown = (signal: string) => {
 };
 process.on('SIGINT', () => shutdown('SIGINT'));
 process.on('SIGTERM', () => shutdown('SIGTERM'));
+// The terminal went away: stop in order rather than die and leave the children to their lifelines.
+process.on('SIGHUP', () => shutdown('SIGHUP'));
+
+// A parent that exits early (npm killed) leaves this process to init: stop the cluster too. The
+// children themselves follow the launcher however it dies (deploy/launcher/supervisor.ts).
+const parent = process.ppid;
+if (parent > 1) {
+  setInterval(() => {
+    if (process.ppid !== parent && signals === 0) shutdown('parent exited');
+  }, 1_000).unref();
+}

@@ -27,6 +27,11 @@ fi
 if ! command -v curl >/dev/null 2>&1; then
   missing+=(curl)
 fi
+# npm start runs nats-server and PostgreSQL under setpriv --pdeathsig (util-linux), so they end
+# with a launcher that is killed.
+if ! command -v setpriv >/dev/null 2>&1; then
+  missing+=(util-linux)
+fi
 # The TLS test makes its certificates with openssl.
 if ! command -v openssl >/dev/null 2>&1; then
   missing+=(openssl)

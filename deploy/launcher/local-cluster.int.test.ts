@@ -1,6 +1,7 @@
 // `npm start` as a user runs it: a child process with its own data dir. It must come up,
-// accept events, restart a crashed child, stop cleanly, and resume with its data.
-import { spawn, type ChildProcess } from 'node:child_process';
+// accept events, restart a crashed child, stop cleanly, and resume with its data; and its children
+// must end with it however it dies.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,40 +11,74 @@ import { connect } from '@nats-io/transport-node';
 import { connectNats, NatsAuthError, readClusterFile, type ClusterFile } from '../../lib/index.js';
 import { ProcessedCounter } from '../../test/faults/processed.js';
 import { waitFor } from '../../test/kit/index.js';
+import { findPostgresBinDir } from '../local/postgres.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'spate-launcher-'));
 chmodSync(dataDir, 0o711); // as root, PostgreSQL (running as `postgres`) keeps its files inside
+const orphansDir = mkdtempSync(join(tmpdir(), 'spate-orphans-'));
+chmodSync(orphansDir, 0o711);
 const startScript = new URL('../start.ts', import.meta.url).pathname;
+const launched: ChildProcess[] = [];
+/** Every child pid seen, killed after the tests whatever happened (a failing run would leave them). */
+const seen = new Set<number>();
 
-function launch(): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', startScript], {
-    env: { ...process.env, SPATE_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
+/**
+ * The launcher on `dir`, in its own process group as in a terminal session (Ctrl-C goes to the
+ * group); with `viaParent`, started by a parent that waits for it, as npm does.
+ */
+function launch(dir = dataDir, viaParent = false): ChildProcess {
+  const args = ['--import', 'tsx', startScript];
+  const parent = `require('node:child_process').spawn(process.execPath, ${JSON.stringify(args)}, { stdio: 'inherit' }); setInterval(() => {}, 1e9)`;
+  const child = spawn(process.execPath, viaParent ? ['-e', parent] : args, {
+    env: { ...process.env, SPATE_DATA_DIR: dir, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true, // its own process group, like a terminal session: Ctrl-C goes to the group
+    detached: true,
   });
+  launched.push(child);
+  return child;
 }
 
-async function ready(child: ChildProcess): Promise<ClusterFile> {
+/** What a launcher printed so far. */
+function outputOf(child: ChildProcess): () => string {
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-  await waitFor('launcher ready', () => {
-    if (output.includes('[spate] failed to start')) throw new Error('launcher exited');
-    return output.includes('[spate] ready.');
-  }, 90_000, 200).catch((err: unknown) => {
-    throw new Error(`launcher did not start:\n${output}`, { cause: err });
-  });
-  return readClusterFile(join(dataDir, 'cluster.json'));
+  return () => output;
 }
 
+async function ready(child: ChildProcess, dir = dataDir): Promise<ClusterFile> {
+  const output = outputOf(child);
+  await waitFor('launcher ready', () => {
+    if (output().includes('[spate] failed to start')) throw new Error('launcher exited');
+    return output().includes('[spate] ready.');
+  }, 120_000, 200).catch((err: unknown) => {
+    throw new Error(`launcher did not start:\n${output()}`, { cause: err });
+  });
+  const cluster = readClusterFile(join(dir, 'cluster.json'));
+  for (const p of cluster.processes ?? []) seen.add(p.pid);
+  return cluster;
+}
+
+/** Running: it exists and is no zombie (a child that exited, not yet reaped, has ended). */
 function alive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
   } catch {
     return false;
   }
 }
+
+afterAll(() => {
+  for (const pid of [...launched.map((p) => -p.pid!), ...seen]) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  for (const dir of [dataDir, orphansDir]) rmSync(dir, { recursive: true, force: true });
+});
 
 async function capture(c: ClusterFile, distinctId: string): Promise<number> {
   const res = await fetch(`${c.captureUrl}/capture/`, {
@@ -63,7 +98,6 @@ async function streamMessages(c: ClusterFile): Promise<number> {
 }
 
 describe('npm start (local cluster)', () => {
-  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
   it('launcher - starts, accepts events, restarts a killed ingest node, stops everything, and resumes with its data', { timeout: 300_000 }, async () => {
     const first = launch();
@@ -141,5 +175,51 @@ describe('npm start (local cluster)', () => {
     expect(secondOutput).not.toMatch(/restarting/);
     for (const p of readClusterFile(join(dataDir, 'cluster.json')).processes!) expect(alive(p.pid), `${p.role} ${p.pid} stopped`).toBe(false);
     expect(existsSync(join(dataDir, 'ports.json'))).toBe(true);
+  });
+});
+
+// Its children never outlive it. In this file, not its own: two launchers started at once would
+// take the same preferred ports.
+describe('npm start without orphans', () => {
+  it('launcher - killed with -9, every child stops within 5 s, PostgreSQL cleanly; the next start on the data dir works', { timeout: 300_000 }, async () => {
+    const first = launch(orphansDir);
+    const c = await ready(first, orphansDir);
+    const children = c.processes!;
+    expect(children.map((p) => p.role).sort()).toEqual(['admin', 'ingest', 'nats', 'postgres', 'worker']);
+    expect(await capture(c, 'before-kill')).toBe(200);
+    // nats-server and PostgreSQL run under setpriv --pdeathsig, which execs them: the pids are theirs.
+    const nats = children.find((p) => p.role === 'nats')!;
+    expect(readFileSync(`/proc/${nats.pid}/cmdline`, 'utf8').split('\0')[0]).toMatch(/nats-server$/);
+
+    const killedAt = Date.now();
+    process.kill(first.pid!, 'SIGKILL');
+    await waitFor('every child gone', () => children.every((p) => !alive(p.pid)), 10_000, 50).catch(() => undefined);
+    const elapsed = Date.now() - killedAt;
+    const left = children.filter((p) => alive(p.pid)).map((p) => `${p.role} ${p.pid}`);
+    expect(left, 'children still running 10 s after the launcher died').toEqual([]);
+    expect(elapsed).toBeLessThan(5_000);
+    console.log(`every child of the launcher ended ${elapsed} ms after its kill -9`);
+
+    // PostgreSQL had its fast shutdown (SIGINT), not a crash: nothing to recover at the next start.
+    const pgDir = children.find((p) => p.role === 'postgres')!.dir as string;
+    const control = execFileSync(join(findPostgresBinDir(), 'pg_controldata'), [pgDir], { encoding: 'utf8', env: { ...process.env, LC_ALL: 'C' } });
+    expect(control).toMatch(/Database cluster state:\s+shut down$/m);
+    expect(existsSync(join(pgDir, 'postmaster.pid'))).toBe(false);
+
+    // The same data dir starts again, with its data, through a parent that then dies: the launcher
+    // notices (its parent changed) and stops the cluster in order.
+    const second = launch(orphansDir, true);
+    const secondOutput = outputOf(second);
+    const again = await ready(second, orphansDir);
+    expect(again.projectApiKey).toBe(c.projectApiKey);
+    expect(await capture(again, 'after-restart')).toBe(200);
+    const launcherPid = Number(execFileSync('pgrep', ['-P', String(second.pid)], { encoding: 'utf8' }).trim().split('\n')[0]);
+    expect(alive(launcherPid)).toBe(true);
+    process.kill(second.pid!, 'SIGKILL');
+    await waitFor('the launcher stopped everything and exited', () => !alive(launcherPid) && again.processes!.every((p) => !alive(p.pid)), 60_000, 100).catch(() => undefined);
+    expect(again.processes!.filter((p) => alive(p.pid)).map((p) => p.role)).toEqual([]);
+    expect(alive(launcherPid)).toBe(false);
+    expect(secondOutput()).toContain('parent exited: stopping');
+    expect(secondOutput()).not.toMatch(/restarting in/);
   });
 });

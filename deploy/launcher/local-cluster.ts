@@ -13,6 +13,7 @@ import { placeDataDir, PostgresServer } from '../local/postgres.js';
 import { waitFor } from '../local/wait.js';
 import { loadLocalSecrets } from './local-secrets.js';
 import { allocatePorts } from './ports.js';
+import { hasSetpriv, withParentDeathSignal } from '../local/parent-death.js';
 import { SupervisedChild, type SupervisorLog } from './supervisor.js';
 
 export interface LaunchOptions {
@@ -57,9 +58,11 @@ interface BootstrapResult {
 
 /** `spate admin bootstrap`, as an operator would run it: the launcher talks to admin only through its CLI. */
 async function bootstrap(env: NodeJS.ProcessEnv): Promise<BootstrapResult> {
-  const cli = nodeCommand('../../cli/spate');
+  const node = nodeCommand('../../cli/spate');
+  // A one-shot child, but one too: it ends with the launcher.
+  const cli = withParentDeathSignal('SIGTERM', node.command, [...node.args, 'admin', 'bootstrap']);
   try {
-    const { stdout } = await promisify(execFile)(cli.command, [...cli.args, 'admin', 'bootstrap'], { env, maxBuffer: 1024 * 1024 });
+    const { stdout } = await promisify(execFile)(cli.command, cli.args, { env, maxBuffer: 1024 * 1024 });
     return JSON.parse(stdout) as BootstrapResult;
   } catch (err) {
     const e = err as { stderr?: string; message: string };
@@ -97,6 +100,7 @@ async function launch(
 ): Promise<LocalCluster> {
   const { dataDir, env } = options;
   mkdirSync(dataDir, { recursive: true });
+  if (!hasSetpriv()) log.warn('setpriv (util-linux) not found: nats-server and PostgreSQL would outlive a launcher killed with -9');
   const localSecrets = loadLocalSecrets(dataDir);
   // The key that encrypts destination and plugin secrets: the environment's, else the data dir's.
   const secretKey = env.SPATE_SECRET_KEY || localSecrets.secretKey;
@@ -153,7 +157,10 @@ async function launch(
       urls.push(`nats://127.0.0.1:${ports[`nats${i}`]}`);
       monitors.push(`http://127.0.0.1:${ports[`natsMonitor${i}`]}`);
       const natsEnv = { ...env, ...natsServerEnv(auth) };
-      const child = new SupervisedChild({ name: `nats-${i}`, command: env.NATS_SERVER_BIN ?? 'nats-server', args: ['-c', configPath], env: natsEnv }, log);
+      const child = new SupervisedChild(
+        { name: `nats-${i}`, command: env.NATS_SERVER_BIN ?? 'nats-server', args: ['-c', configPath], env: natsEnv, exitWithLauncher: 'SIGTERM' },
+        log,
+      );
       track('nats', child, { port: ports[`nats${i}`], monitorPort: ports[`natsMonitor${i}`], dir });
     }
     for (const m of monitors) await waitFor(`nats-server at ${m}`, async () => (await fetch(`${m}/healthz`).catch(() => undefined))?.ok === true, 30_000);
@@ -175,7 +182,9 @@ async function launch(
     const server = new PostgresServer({ dataDir: pgDir, port: ports.postgres!, durable: true });
     await server.init();
     const pgCommand = server.foregroundCommand();
-    track('postgres', new SupervisedChild({ name: 'postgres', ...pgCommand, env, stopSignal: 'SIGINT' }, log), { port: ports.postgres, dir: pgDir });
+    // SIGINT is PostgreSQL's fast shutdown (a clean one: a checkpoint, no recovery at the next start).
+    const pgChild = new SupervisedChild({ name: 'postgres', ...pgCommand, env, stopSignal: 'SIGINT', exitWithLauncher: 'SIGINT' }, log);
+    track('postgres', pgChild, { port: ports.postgres, dir: pgDir });
     await server.waitReady();
     databaseUrl = await server.createDatabase('spate');
   }
@@ -194,7 +203,7 @@ async function launch(
   const adminHost = env.ADMIN_HOST ?? '127.0.0.1';
   const adminUrl = `http://${adminHost === '0.0.0.0' ? '127.0.0.1' : adminHost}:${ports.admin}`;
   const adminEnv = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ...natsCredentials('admin'), SPATE_SECRET_KEY: secretKey, ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas), PIPELINE_REPLICAS: String(replicas) };
-  track('admin', new SupervisedChild({ name: 'admin', ...nodeCommand('../../admin/main'), env: adminEnv }, log), { port: ports.admin });
+  track('admin', new SupervisedChild({ name: 'admin', ...nodeCommand('../../admin/main'), env: adminEnv, exitWithLauncher: 'lifeline' }, log), { port: ports.admin });
 
   // Ingest nodes share one port: the launcher binds the socket and every node (restarts too)
   // inherits it as fd 3 and accepts from it (Node 20 cannot listen with SO_REUSEPORT).
@@ -212,7 +221,8 @@ async function launch(
     STREAM_REPLICAS: String(replicas),
   };
   for (let i = 1; i <= options.ingest; i++) {
-    track('ingest', new SupervisedChild({ name: `ingest-${i}`, ...nodeCommand('../../ingest/main'), env: ingestEnv, inheritFds: [captureSocket.fd] }, log), { port: ports.capture });
+    const spec = { name: `ingest-${i}`, ...nodeCommand('../../ingest/main'), env: ingestEnv, inheritFds: [captureSocket.fd], exitWithLauncher: 'lifeline' as const };
+    track('ingest', new SupervisedChild(spec, log), { port: ports.capture });
   }
   await waitFor(`ingest at ${captureUrl}`, async () => (await fetch(`${captureUrl}/_ready`).catch(() => undefined))?.ok === true, 60_000);
 
@@ -221,7 +231,9 @@ async function launch(
   for (let i = 1; i <= options.workers; i++) {
     const port = ports[`worker${i}`]!;
     const workerEnv = { ...env, NATS_URL: natsUrl, ...natsCredentials('worker'), SPATE_SECRET_KEY: secretKey, DATABASE_URL: databaseUrl, NATS_REPLICAS: String(replicas), WORKER_METRICS_PORT: String(port) };
-    track('worker', new SupervisedChild({ name: `worker-${i}`, ...nodeCommand('../../workers/main'), env: workerEnv }, log), { metricsPort: port });
+    track('worker', new SupervisedChild({ name: `worker-${i}`, ...nodeCommand('../../workers/main'), env: workerEnv, exitWithLauncher: 'lifeline' }, log), {
+      metricsPort: port,
+    });
     workerUrls.push(`http://127.0.0.1:${port}`);
   }
   for (const url of workerUrls) {

@@ -1,7 +1,21 @@
 // Runs one child process of the local cluster, restarts it when it crashes (with backoff),
-// prefixes its output with its name, and stops it gracefully (SIGTERM, then SIGKILL).
+// prefixes its output with its name, and stops it gracefully (SIGTERM, then SIGKILL). However the
+// launcher dies (kill -9, OOM), its children end too: see exitWithLauncher.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { LIFELINE_FD_ENV } from '../../lib/index.js';
+import { withParentDeathSignal } from '../local/parent-death.js';
+
+/**
+ * How a child ends when the launcher dies without stopping it:
+ * - 'lifeline': a Node deployable; it gets a pipe (the fd after any inherited ones, named by
+ *   SPATE_LIFELINE_FD) whose end of file tells its start-up shell to stop (within 3 s). Node
+ *   cannot set a parent-death signal itself.
+ * - a signal: any other program; it runs under `setpriv --pdeathsig`, so the kernel sends it that
+ *   signal when the launcher's process dies (SIGTERM for nats-server, SIGINT, the fast shutdown,
+ *   for PostgreSQL). setpriv execs the program: its pid is the child's.
+ */
+export type LauncherDeath = 'lifeline' | NodeJS.Signals;
 
 export interface ChildSpec {
   /** e.g. "ingest-1": shown before every line it prints. */
@@ -18,6 +32,8 @@ export interface ChildSpec {
   gid?: number;
   /** File descriptors of this process the child inherits as its fds 3, 4, … */
   inheritFds?: number[];
+  /** How it ends when the launcher dies (none: it may outlive a launcher killed with -9). */
+  exitWithLauncher?: LauncherDeath;
 }
 
 export interface SupervisorLog {
@@ -50,10 +66,23 @@ export class SupervisedChild {
 
   start(): void {
     this.stopping = false;
-    const { name, command, args, env, uid, gid, inheritFds = [] } = this.spec;
+    const { name, env, uid, gid, exitWithLauncher, inheritFds = [] } = this.spec;
+    const lifeline = exitWithLauncher === 'lifeline';
+    const { command, args } =
+      exitWithLauncher && !lifeline ? withParentDeathSignal(exitWithLauncher, this.spec.command, this.spec.args) : this.spec;
+    // The lifeline follows the inherited fds (3, 4, …): its number is told in SPATE_LIFELINE_FD.
+    const lifelineFd = 3 + inheritFds.length;
     // Its own process group: a terminal's Ctrl-C reaches only the launcher, which then stops
     // the children in order (rather than all at once, in no order).
-    const child = spawn(command, args, { env, uid, gid, stdio: ['ignore', 'pipe', 'pipe', ...inheritFds], detached: true });
+    const child = spawn(command, args, {
+      env: lifeline ? { ...env, [LIFELINE_FD_ENV]: String(lifelineFd) } : env,
+      uid,
+      gid,
+      // The lifeline: a pipe whose other end only this process holds (never written to).
+      stdio: ['ignore', 'pipe', 'pipe', ...inheritFds, ...(lifeline ? ['pipe' as const] : [])],
+      detached: true,
+    });
+    if (lifeline) child.stdio[lifelineFd]?.on('error', () => undefined);
     this.child = child;
     this.startedAt = Date.now();
     for (const stream of [child.stdout!, child.stderr!]) {

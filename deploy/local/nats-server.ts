@@ -6,6 +6,7 @@ import { existsSync, openSync, closeSync, mkdirSync, readFileSync, writeFileSync
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NATS_USERS } from '../../lib/index.js';
+import { withParentDeathSignal } from './parent-death.js';
 import { waitFor } from './wait.js';
 
 /** The users of deploy/nats/auth.conf whose passwords nats-server reads from its environment. */
@@ -156,7 +157,9 @@ export class NatsNode {
     writeFileSync(configPath, natsConfigText(o), { mode: 0o600 });
     const log = openSync(join(o.dir, 'nats.log'), 'a');
     try {
-      this.child = spawn(o.binary ?? process.env.NATS_SERVER_BIN ?? 'nats-server', ['-c', configPath], {
+      // Ends with this process even when it is killed with -9 (a test run cut short).
+      const { command, args } = withParentDeathSignal('SIGTERM', o.binary ?? process.env.NATS_SERVER_BIN ?? 'nats-server', ['-c', configPath]);
+      this.child = spawn(command, args, {
         stdio: ['ignore', log, log],
         env: { ...process.env, ...natsServerEnv(o.auth) },
       });

@@ -5,14 +5,15 @@ import { waitFor } from '../kit/index.js';
 
 const fixture = new URL('../fixtures/shell-deployable.ts', import.meta.url).pathname;
 
-function run(env: Record<string, string>, args: string[] = []) {
+function run(env: Record<string, string>, args: string[] = [], options: { lifeline?: boolean } = {}) {
   const child = spawn(process.execPath, ['--import', 'tsx', fixture, ...args], {
-    env: { ...process.env, LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, LOG_LEVEL: 'info', ...env, ...(options.lifeline ? { SPATE_LIFELINE_FD: '3' } : {}) },
+    // fd 3: the lifeline, as the launcher gives it (this test holds the other end).
+    stdio: options.lifeline ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
   });
   const out = { stdout: '', stderr: '' };
-  child.stdout.on('data', (d: Buffer) => (out.stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out.stderr += d.toString()));
+  child.stdout!.on('data', (d: Buffer) => (out.stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out.stderr += d.toString()));
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
@@ -83,5 +84,36 @@ describe('process shell', () => {
     p.child.kill('SIGTERM');
     expect(await p.exit).toEqual({ code: 143, signal: null });
     expect(logLines(p.out.stdout).map((l) => l.msg)).toContain('signal while starting: exiting');
+  });
+
+  it('process shell - when its supervisor\'s lifeline closes it calls stop() once and exits 0', async () => {
+    const p = run({}, [], { lifeline: true });
+    await waitFor('started', () => p.out.stdout.includes('fixture: started'), 30_000);
+    // Still running while the supervisor lives.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(p.child.exitCode).toBeNull();
+    p.child.stdio[3]!.destroy(); // what the kernel does to the pipe when the supervisor dies
+    expect(await p.exit).toEqual({ code: 0, signal: null });
+    expect(p.out.stdout.match(/fixture: stop called/g)).toHaveLength(1);
+    expect(logLines(p.out.stdout).map((l) => l.msg)).toEqual(expect.arrayContaining(['supervisor gone: stopping', 'stopped']));
+  });
+
+  it('process shell - without its supervisor a stop that hangs is cut short after 3 s (exit 1)', async () => {
+    const p = run({ FIXTURE_MODE: 'hang-stop' }, [], { lifeline: true });
+    await waitFor('started', () => p.out.stdout.includes('fixture: started'), 30_000);
+    const before = Date.now();
+    p.child.stdio[3]!.destroy();
+    expect(await p.exit).toEqual({ code: 1, signal: null });
+    expect(Date.now() - before).toBeGreaterThanOrEqual(2_900);
+    expect(Date.now() - before).toBeLessThan(4_500);
+    expect(logLines(p.out.stdout).map((l) => l.msg)).toContain('stop did not finish in time: exiting');
+  });
+
+  it('process shell - a supervisor gone while starting ends the start at once (exit 1)', async () => {
+    const p = run({ FIXTURE_MODE: 'slow-start' }, [], { lifeline: true });
+    await waitFor('starting', () => p.out.stdout.includes('fixture: starting'), 30_000);
+    p.child.stdio[3]!.destroy();
+    expect(await p.exit).toEqual({ code: 1, signal: null });
+    expect(logLines(p.out.stdout).map((l) => l.msg)).toContain('supervisor gone while starting: exiting');
   });
 });
