@@ -12,7 +12,7 @@ import { natsConfigText, natsServerEnv, waitForJetStreamLeader } from '../local/
 import { placeDataDir, PostgresServer } from '../local/postgres.js';
 import { waitFor } from '../local/wait.js';
 import { loadLocalSecrets } from './local-secrets.js';
-import { allocatePorts } from './ports.js';
+import { allocatePorts, releasePorts } from './ports.js';
 import { hasSetpriv, withParentDeathSignal } from '../local/parent-death.js';
 import { SupervisedChild, type SupervisorLog } from './supervisor.js';
 
@@ -82,6 +82,7 @@ export async function startLocalCluster(options: LaunchOptions, log: SupervisorL
       await Promise.all(children.filter((c) => c.role === role).map((c) => c.child.stop()));
     }
     for (const h of held.splice(0)) h.close();
+    releasePorts(); // another launcher may have them now
   };
   try {
     return await launch(options, log, children, stopAll, held);
