@@ -3,7 +3,10 @@
 // parsed output until it is stored). The count lives in shared memory, so a parse thread takes
 // bytes from the same budget before it allocates them (a small gzip can decode to 100 MiB).
 
-/** The node's in-flight byte count, shared with parse threads (pass `shared` to them). */
+/**
+ * The node's in-flight byte count, shared with parse threads (pass `shared` to them). The
+ * spate_ingest_inflight_bytes gauge reads `usedBytes` when it is scraped.
+ */
 export class SharedBudget {
   private readonly used: BigInt64Array;
   constructor(
@@ -34,27 +37,6 @@ export class SharedBudget {
 
   release(bytes: number): void {
     Atomics.sub(this.used, 0, BigInt(bytes));
-  }
-}
-
-/** The main thread's view: the shared count, mirrored in the spate_ingest_inflight_bytes gauge. */
-export class InflightBudget extends SharedBudget {
-  constructor(
-    limit: number,
-    private readonly metrics: { inflightBytes: { set(v: number): void } },
-  ) {
-    super(limit);
-  }
-
-  override tryReserve(bytes: number, held = 0): boolean {
-    const ok = super.tryReserve(bytes, held);
-    this.metrics.inflightBytes.set(this.usedBytes);
-    return ok;
-  }
-
-  override release(bytes: number): void {
-    super.release(bytes);
-    this.metrics.inflightBytes.set(this.usedBytes);
   }
 }
 

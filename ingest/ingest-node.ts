@@ -16,7 +16,7 @@ import {
 } from '../lib/index.js';
 import type { IngestConfig } from './config.js';
 import { hotMetrics, listenHttp, type CaptureDeps } from './http/index.js';
-import { InflightBudget } from './inflight-budget.js';
+import { SharedBudget } from './inflight-budget.js';
 import { messageSizeLimit } from './message-size.js';
 import { createIngestMetrics, type IngestMetrics } from './metrics.js';
 import { ParsePool } from './pool/index.js';
@@ -41,7 +41,9 @@ export interface IngestDeps {
 export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): Promise<IngestNode> {
   const log = deps.log ?? createLogger('ingest');
   const metrics = createIngestMetrics();
-  const nc = await connectNats(config.natsUrl, 'spate-ingest', natsAuthOf(config));
+  // Without async traces: the client would capture a stack for every publish (two errors made per
+  // message, most of the event loop's publish cost; publish failures are logged with their subject).
+  const nc = await connectNats(config.natsUrl, 'spate-ingest', natsAuthOf(config), { asyncTraces: false });
   deps.onFailedStart?.(() => nc.close());
   const jsm = await retryUnanswered('jetstream manager', () => jetstreamManager(nc), log);
   const streamLimits = {
@@ -70,7 +72,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   await registry.start();
 
   const maxMessageBytes = messageSizeLimit(config.maxMessageBytes, nc.info?.max_payload);
-  const budget = new InflightBudget(config.inflightBudgetBytes, metrics);
+  const budget = new SharedBudget(config.inflightBudgetBytes);
   const pool = new ParsePool(
     {
       threads: config.parseThreads,
@@ -143,7 +145,10 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   const server = await listenHttp({ host: config.host, port: config.port, fd: config.listenFd }, {
     capture: captureDeps,
     readiness: () => ({ ready: isReady(), checks: { nats: natsConnected, streams: streamsOk, registry: registry.ready, stopping } }),
-    beforeScrape: () => metrics.poolQueueDepth.set(pool.queueDepth),
+    beforeScrape: () => {
+      metrics.poolQueueDepth.set(pool.queueDepth);
+      metrics.inflightBytes.set(budget.usedBytes);
+    },
     connection: { maxHeaderBytes: config.maxHeaderBytes, idleTimeoutMs: config.idleTimeout, bodyTimeoutMs: config.bodyTimeout },
   });
   const port = server.port;

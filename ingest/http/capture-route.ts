@@ -4,10 +4,10 @@ import type { Logger } from '../../lib/index.js';
 import type { IngestConfig } from '../config.js';
 import { CaptureError, captureErrorResponse } from '../errors.js';
 import { boundLabels, type IngestMetrics } from '../metrics.js';
-import type { RequestMeta, RouteKind } from '../parse/index.js';
+import type { DropReason, RequestMeta, RouteKind } from '../parse/index.js';
 import type { ParsePool } from '../pool/index.js';
 import { routeSegments, type EventPublisher, type ProjectLimiter, type SpikeLimiter } from '../publish/index.js';
-import { Reservation, type InflightBudget } from '../inflight-budget.js';
+import { Reservation, type SharedBudget } from '../inflight-budget.js';
 import type { Exchange } from './exchange.js';
 import { readBody } from './read-body.js';
 
@@ -24,17 +24,11 @@ export const CAPTURE_ROUTES: ReadonlyMap<string, RouteKind> = new Map([
 const OK_BODY = JSON.stringify({ status: 1 });
 
 export interface HotMetrics {
-  request: (route: string, status: string) => { inc(): void };
-  accepted: (stream: string) => { inc(n: number): void };
   duration: (route: string) => { observe(seconds: number): void };
 }
 
 export function hotMetrics(metrics: IngestMetrics): HotMetrics {
-  return {
-    request: boundLabels(metrics.requests),
-    accepted: boundLabels(metrics.eventsAccepted),
-    duration: boundLabels(metrics.requestDuration),
-  };
+  return { duration: boundLabels(metrics.requestDuration) };
 }
 
 export interface CaptureDeps {
@@ -46,7 +40,7 @@ export interface CaptureDeps {
   limiter: SpikeLimiter;
   /** Each project's rate limits and daily quota (from its spate-projects record). */
   projectLimiter: ProjectLimiter;
-  budget: InflightBudget;
+  budget: SharedBudget;
   metrics: IngestMetrics;
   /** Metric children bound to their labels once (see boundLabels). */
   hot: HotMetrics;
@@ -78,7 +72,7 @@ export function handleCapture(deps: CaptureDeps, route: RouteKind, exchange: Exc
   const method = exchange.method;
   const origin = exchange.header('origin');
   const { metrics, config } = deps;
-  const count = (status: number) => deps.hot.request(route, String(status)).inc();
+  const count = (status: number) => metrics.requests.of(route, status).inc();
 
   if (method === 'options') {
     const requested = exchange.header('access-control-request-headers');
@@ -194,7 +188,7 @@ async function processBody(
         headers: { 'Retry-After': String(deps.config.retryAfterSeconds) },
       });
     }
-    for (const [reason, n] of Object.entries(parsed.dropped)) deps.metrics.eventsDropped.inc({ reason }, n);
+    for (const reason in parsed.dropped) deps.metrics.eventsDropped.inc({ reason }, parsed.dropped[reason as DropReason]);
     const decision = deps.projectLimiter.decide(
       { token: parsed.token, projectId: parsed.projectId, historical: parsed.historical, events: parsed.accepted, messages: parsed.segments.length },
       Date.now(),
@@ -214,7 +208,7 @@ async function processBody(
     } else if (parsed.accepted > 0) {
       const items = routeSegments(parsed, deps);
       await deps.publisher.publish(items);
-      for (const item of items) deps.hot.accepted(item.subject.slice(0, item.subject.indexOf('.'))).inc(item.count);
+      for (const item of items) deps.metrics.eventsAccepted.of(item.stream).inc(item.count);
     }
     const beacon = meta.query.includes('beacon=1') && new URLSearchParams(meta.query).get('beacon') === '1';
     exchange.answer(beacon ? { status: 204 } : { status: 200, body: OK_BODY }, origin);

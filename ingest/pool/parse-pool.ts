@@ -49,8 +49,8 @@ export class ParsePool {
       if ((event as { data: ReplicaMessage }).data.type === 'hello') this.scheduleBroadcast();
     };
     registry.onChange(() => this.scheduleBroadcast());
-    this.parsedInline = metrics.parses.labels('inline');
-    this.parsedInThread = metrics.parses.labels('thread');
+    this.parsedInline = metrics.parses.of('inline');
+    this.parsedInThread = metrics.parses.of('thread');
     this.budget = options.budget ?? new SharedBudget(Number.MAX_SAFE_INTEGER);
     const entry = runtimeModule(import.meta.url, './parse-thread');
     this.pool = new Piscina({

@@ -1,9 +1,14 @@
 // Which subject each segment of a parsed request is published to.
-import { subjectFor } from '../../lib/index.js';
+import { subjectFor, type StreamKind } from '../../lib/index.js';
 import { fitsInMessage } from '../message-size.js';
 import type { ParsedRequest } from '../parse/index.js';
 import type { PublishItem } from './publisher.js';
 import type { SpikeLimiter } from './spike-limiter.js';
+
+/** A publish item and the stream it goes to (for the accepted-events count). */
+export interface RoutedItem extends PublishItem {
+  stream: StreamKind;
+}
 
 /**
  * Chooses each segment's subject — HISTORICAL for migrations; OVERFLOW for a distinct_id over
@@ -14,10 +19,10 @@ import type { SpikeLimiter } from './spike-limiter.js';
  * message (a batch of 1,000 users has 1,000 segments but ~one item per shard): fewer items for
  * the publisher to queue, count and join.
  */
-export function routeSegments(parsed: ParsedRequest, deps: { limiter: SpikeLimiter; maxMessageBytes: number }): PublishItem[] {
+export function routeSegments(parsed: ParsedRequest, deps: { limiter: SpikeLimiter; maxMessageBytes: number }): RoutedItem[] {
   const { segments, data } = parsed;
-  const items: PublishItem[] = [];
-  let last: (PublishItem & { start: number; end: number }) | undefined;
+  const items: RoutedItem[] = [];
+  let last: (RoutedItem & { start: number; end: number }) | undefined;
   const nowMs = Date.now();
   let kind: 'historical' | 'overflow' | 'events' = parsed.historical ? 'historical' : 'events';
   for (let i = 0; i < segments.length; i++) {
@@ -31,7 +36,7 @@ export function routeSegments(parsed: ParsedRequest, deps: { limiter: SpikeLimit
     const subject = subjectFor(kind, parsed.projectId, segment.shard);
     if (segment.messageId !== undefined) {
       // Its own message under its own id (never joined: the id names exactly these events).
-      items.push({ subject, data: data.subarray(segment.start, segment.end), count: segment.count, msgId: segment.messageId });
+      items.push({ subject, stream: kind, data: data.subarray(segment.start, segment.end), count: segment.count, msgId: segment.messageId });
       last = undefined;
       continue;
     }
@@ -41,7 +46,7 @@ export function routeSegments(parsed: ParsedRequest, deps: { limiter: SpikeLimit
       last.data = data.subarray(last.start, segment.end);
       continue;
     }
-    last = { subject, data: data.subarray(segment.start, segment.end), count: segment.count, start: segment.start, end: segment.end };
+    last = { subject, stream: kind, data: data.subarray(segment.start, segment.end), count: segment.count, start: segment.start, end: segment.end };
     items.push(last);
   }
   return items;
