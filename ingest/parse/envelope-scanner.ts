@@ -37,6 +37,8 @@ export interface ScannedPayload {
   fields: Record<string, unknown>;
   /** [start, end) byte offsets of each event in the payload. */
   events: Int32Array;
+  /** The payload. */
+  bytes: Buffer;
 }
 
 function isSpace(c: number | undefined): boolean {
@@ -98,8 +100,13 @@ function scanArray(b: Uint8Array, i: number, maxDepth: number, limit: number, ma
   }
 }
 
-function parseSpan(b: Uint8Array, start: number, end: number): unknown {
-  return JSON.parse(Buffer.from(b.buffer, b.byteOffset + start, end - start).toString('utf8'));
+/** `b` as a Buffer (a view, made once per payload: decoding a span through it makes no new object). */
+function asBuffer(b: Uint8Array): Buffer {
+  return Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.length);
+}
+
+function parseSpan(b: Buffer, start: number, end: number): unknown {
+  return JSON.parse(b.toString('utf8', start, end));
 }
 
 /**
@@ -107,7 +114,8 @@ function parseSpan(b: Uint8Array, start: number, end: number): unknown {
  * shape (a single event) or anything unusual — the caller then uses JSON.parse on the whole.
  * Throws invalid_event when a value nests deeper than `limit` levels (the root is level 1).
  */
-export function scanPayload(b: Uint8Array, limit = DEFAULT_MAX_NESTING_DEPTH, maxEvents = DEFAULT_MAX_EVENTS): ScannedPayload | undefined {
+export function scanPayload(payload: Uint8Array, limit = DEFAULT_MAX_NESTING_DEPTH, maxEvents = DEFAULT_MAX_EVENTS): ScannedPayload | undefined {
+  const b = asBuffer(payload);
   let i = skipSpace(b, 0);
   let shape: ScannedPayload['shape'];
   let ranges: number[] | undefined;
@@ -165,10 +173,10 @@ export function scanPayload(b: Uint8Array, limit = DEFAULT_MAX_NESTING_DEPTH, ma
     return undefined;
   }
   if (skipSpace(b, i) !== b.length) return undefined;
-  return { shape, fields, events: Int32Array.from(ranges) };
+  return { shape, fields, events: Int32Array.from(ranges), bytes: b };
 }
 
 /** Parses the event at `index` of a scanned payload (throws SyntaxError like JSON.parse). */
-export function parseScannedEvent(b: Uint8Array, scanned: ScannedPayload, index: number): unknown {
-  return parseSpan(b, scanned.events[2 * index]!, scanned.events[2 * index + 1]!);
+export function parseScannedEvent(scanned: ScannedPayload, index: number): unknown {
+  return parseSpan(scanned.bytes, scanned.events[2 * index]!, scanned.events[2 * index + 1]!);
 }

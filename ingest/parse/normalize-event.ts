@@ -64,10 +64,9 @@ function parseTime(value: unknown): number | undefined {
  * else `now + (timestamp − sent_at)` (unless `$ignore_sent_at`), else the timestamp, else now.
  * More than 23 h in the future → now; a year outside 0–9999 → the epoch.
  */
-export function correctedTimestamp(raw: RawEvent, properties: Properties, ctx: EventContext): number {
+export function correctedTimestamp(raw: RawEvent, properties: Properties, ctx: EventContext, timestamp = parseTime(raw.timestamp)): number {
   let ms: number;
   const offset = raw.offset;
-  const timestamp = parseTime(raw.timestamp);
   if (typeof offset === 'number' && Number.isFinite(offset)) {
     ms = ctx.nowMs - offset;
   } else if (timestamp !== undefined) {
@@ -83,11 +82,12 @@ export function correctedTimestamp(raw: RawEvent, properties: Properties, ctx: E
 
 const CANONICAL_ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
-/** `ms` as ISO 8601; the client's own string when it already is exactly that (saves a format). */
-function isoTimestamp(clientTimestamp: unknown, ms: number): string {
-  if (typeof clientTimestamp === 'string' && clientTimestamp.length === 24 && CANONICAL_ISO.test(clientTimestamp) && Date.parse(clientTimestamp) === ms) {
-    return clientTimestamp;
-  }
+/**
+ * `ms` as ISO 8601; the client's own string when it already is exactly that (saves a format).
+ * `clientMs` is Date.parse of that string, done once for the correction as well.
+ */
+function isoTimestamp(clientTimestamp: unknown, clientMs: number | undefined, ms: number): string {
+  if (clientMs === ms && typeof clientTimestamp === 'string' && clientTimestamp.length === 24 && CANONICAL_ISO.test(clientTimestamp)) return clientTimestamp;
   return new Date(ms).toISOString();
 }
 
@@ -100,12 +100,13 @@ export function normalizeEvent(raw: RawEvent, ctx: EventContext): CapturedEvent 
   if (distinctId === undefined) return 'missing_distinct_id';
   if (distinctId === null) return 'empty_distinct_id';
 
+  const clientMs = parseTime(raw.timestamp);
   const event: CapturedEvent = {
     uuid: isUuid(raw.uuid) ? raw.uuid.toLowerCase() : uuidv7(ctx.nowMs),
     event: name,
     distinct_id: distinctId,
     properties,
-    timestamp: isoTimestamp(raw.timestamp, correctedTimestamp(raw, properties, ctx)),
+    timestamp: isoTimestamp(raw.timestamp, clientMs, correctedTimestamp(raw, properties, ctx, clientMs)),
     now: ctx.nowIso,
     token: ctx.token,
     project_id: ctx.projectId,

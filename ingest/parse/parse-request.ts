@@ -8,8 +8,8 @@ import { LinePacker, type PackedLines } from './line-packer.js';
 import { normalizeEvent, type DropReason, type EventContext } from './normalize-event.js';
 import { DEFAULT_MAX_EVENTS } from './envelope-scanner.js';
 import { DEFAULT_MAX_NESTING_DEPTH } from './nesting-depth.js';
-import { readEnvelope, SCAN_MIN_BYTES } from './read-envelope.js';
-import { eventLine } from './sanitize.js';
+import { readEnvelope, SCAN_MIN_BYTES, type RawEvent } from './read-envelope.js';
+import { eventJson } from './sanitize.js';
 import { resolveToken } from './token.js';
 
 
@@ -118,7 +118,8 @@ export function parseCaptureRequest(
   if (envelope.batchToken !== undefined && envelope.batchToken !== null) {
     token = resolveToken(envelope.batchToken, []);
   } else {
-    const all = Array.from({ length: envelope.count }, (_, i) => envelope.event(i));
+    const all: RawEvent[] = [];
+    for (let i = 0; i < envelope.count; i++) all.push(envelope.event(i));
     token = resolveToken(undefined, all);
     eventAt = (i) => all[i]!;
   }
@@ -157,7 +158,7 @@ export function parseCaptureRequest(
     if (meta.route === 'engage' && raw.event === undefined) raw.event = '$identify';
     const result = normalizeEvent(raw, ctx);
     if (typeof result === 'string') dropped[result] = (dropped[result] ?? 0) + 1;
-    else packer.add(result.distinct_id, eventLine(result), result.uuid);
+    else packer.add(result.distinct_id, eventJson(result), result.uuid);
   }
   return {
     token,

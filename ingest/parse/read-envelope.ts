@@ -63,14 +63,13 @@ export function readEnvelope(payload: Uint8Array | string, scanMinBytes = SCAN_M
 function readShape(payload: Uint8Array | string, scanMinBytes: number, maxDepth: number, maxEvents: number): Envelope {
   const scanned = typeof payload !== 'string' && payload.length >= scanMinBytes ? scanPayload(payload, maxDepth, maxEvents) : undefined;
   if (scanned) {
-    const bytes = payload as Uint8Array;
     const fields = scanned.shape === 'batch' ? scanned.fields : undefined;
     return {
       ...fromArray([], fields),
       count: scanned.events.length / 2,
       event: (i) => {
         try {
-          return checkedEvent(parseScannedEvent(bytes, scanned, i));
+          return checkedEvent(parseScannedEvent(scanned, i));
         } catch (err) {
           if (err instanceof SyntaxError) throw invalidJson(err);
           throw err;
