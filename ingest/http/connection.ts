@@ -120,11 +120,15 @@ export class Connection implements ExchangeOwner {
     // A request handed over below may answer at once: the loop here writes it.
     if (this.closed || this.flushing) return;
     this.flushing = true;
-    let wrote = false;
+    let corked = false;
     while (this.queue.length > 0 && this.queue[0]!.out !== undefined) {
       const exchange = this.queue.shift()!;
-      if (!wrote) this.socket.cork();
-      wrote = true;
+      // Answers ready together go out in one write; a lone one is written at once (corking it
+      // only costs the stream's buffering).
+      if (!corked && this.queue[0]?.out !== undefined) {
+        this.socket.cork();
+        corked = true;
+      }
       this.socket.write(exchange.out!);
       exchange.out = '';
       if (exchange.closeAfter) {
@@ -135,7 +139,7 @@ export class Connection implements ExchangeOwner {
       if (next) this.start(next);
     }
     this.flushing = false;
-    if (wrote) this.socket.uncork();
+    if (corked) this.socket.uncork();
     if (!this.closed && this.queue.length <= 1 && !this.paused) this.socket.resume();
   }
 

@@ -38,14 +38,26 @@ export function readBody(
   // cheap; large ones in their own ArrayBuffer, so the parse pool takes them without a copy),
   // but a large one only as far as bytes came: it doubles, up to the declared length.
   const expected = contentLength ?? 0;
-  let buffer =
+  const firstBuffer = () =>
     contentLength === undefined ? Buffer.allocUnsafeSlow(64 * 1024) : expected < 64 * 1024 ? Buffer.allocUnsafe(expected) : Buffer.allocUnsafeSlow(Math.min(expected, FIRST_BUFFER_BYTES));
+  let buffer: Buffer | undefined;
   let offset = 0;
   res.onData((chunk, isLast) => {
     if (finished) return;
     const end = offset + chunk.length;
     if (end > (contentLength ?? limits.maxBytes)) return finish({ kind: 'too_large', received: end });
     if (chunk.length > 0 && !reserve(chunk.length)) return finish({ kind: 'over_budget' });
+    if (buffer === undefined) {
+      // The whole body in one chunk that owns its memory (Node's parser copies each chunk into a
+      // buffer of its own): it is the body, with no copy (and it can go to a parse thread as is).
+      if (chunk.length === contentLength && chunk.byteOffset === 0 && chunk.buffer.byteLength === chunk.length) {
+        buffer = chunk;
+        offset = end;
+        if (isLast) finish({ kind: 'complete', body: buffer });
+        return;
+      }
+      buffer = firstBuffer();
+    }
     if (end > buffer.length) {
       const bigger = Buffer.allocUnsafeSlow(Math.min(Math.max(end, buffer.length * 2), contentLength ?? limits.maxBytes));
       buffer.copy(bigger, 0, 0, offset);
