@@ -9,6 +9,10 @@ export interface PublishCeiling {
   eventsPerSec: number;
   mbPerSec: number;
   messagesPerSec: number;
+  /** Events published in all. */
+  events: number;
+  /** CPU seconds this process spent publishing (not building the messages). */
+  clientCpuSeconds: number;
 }
 
 export async function measureJetStreamPublish(natsUrl: string, auth: NatsAuth, o: { durationS: number; messageBytes: number; inFlight: number }): Promise<PublishCeiling> {
@@ -36,6 +40,7 @@ export async function measureJetStreamPublish(natsUrl: string, auth: NatsAuth, o
   let sent = 0;
   const deadline = Date.now() + o.durationS * 1000;
   const started = performance.now();
+  const cpuAtStart = process.cpuUsage();
   const worker = async () => {
     while (Date.now() < deadline) {
       const m = messages[sent++ % messages.length]!;
@@ -48,6 +53,7 @@ export async function measureJetStreamPublish(natsUrl: string, auth: NatsAuth, o
   };
   await Promise.all(Array.from({ length: o.inFlight }, worker));
   const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpuAtStart);
   await nc.close();
-  return { eventsPerSec: events / seconds, mbPerSec: bytes / seconds / 1e6, messagesPerSec: sent / seconds };
+  return { eventsPerSec: events / seconds, mbPerSec: bytes / seconds / 1e6, messagesPerSec: sent / seconds, events, clientCpuSeconds: (cpu.user + cpu.system) / 1e6 };
 }

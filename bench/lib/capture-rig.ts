@@ -20,6 +20,8 @@ export interface CaptureRig {
   /** Changes when the baseline is restarted. */
   readonly baselineUrl: string;
   ingestPid: number;
+  trivialPid: number;
+  natsPid: number | undefined;
   /** Empties every stream, so that each measurement starts from the same broker state. */
   purge(): Promise<void>;
   /**
@@ -88,6 +90,8 @@ export async function startCaptureRig(dir: string, o: { quietMaxS: number; signa
         return baseline.url;
       },
       ingestPid: ingest.pid,
+      trivialPid: trivial.pid,
+      natsPid: nats.pid,
       async purge() {
         for (const name of Object.values(STREAMS)) await jsm.streams.purge(name);
       },

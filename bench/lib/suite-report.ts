@@ -78,7 +78,7 @@ export function suiteTables(state: SuiteState): Table[] {
         '"× baseline" compares events/s with the baseline server (node:http, JSON.parse, one awaited JetStream publish per event; bench/baseline) given the same requests; ' +
         '"× uWS" compares requests/s with a trivial uWS handler; "× JetStream" compares events/s with raw batched publishing of the same bytes.',
     ),
-    columns: ['scenario', 'conns', 'req/s', 'events/s', 'MB/s in', 'p50 ms', 'p99 ms', 'ingest CPU µs/event', 'peak RSS MiB', 'baseline events/s', 'baseline p99 ms', '× baseline', '× uWS', '× JetStream', '503 busy', 'errors'],
+    columns: ['scenario', 'conns', 'req/s', 'events/s', 'MB/s in', 'p50 ms', 'p99 ms', 'ingest CPU µs/event', 'NATS CPU µs/event', 'peak RSS MiB', 'baseline events/s', 'baseline p99 ms', '× baseline', '× uWS', '× JetStream', '503 busy', 'errors'],
     rows: measuredScenarios.map((s) => {
       const m = capture.spate.get(s.name);
       const b = capture.baseline.get(s.name);
@@ -94,6 +94,7 @@ export function suiteTables(state: SuiteState): Table[] {
         med(m, (x) => x.p50),
         med(m, (x) => x.p99),
         med(m, (x) => x.ingestCpuUsPerEvent),
+        med(m, (x) => x.natsCpuUsPerEvent),
         med(m, (x) => x.rssPeakMiB),
         b ? baseEvents : 'not run',
         baseEvents > 0 ? med(b, (x) => x.p99) : '–',
@@ -187,6 +188,8 @@ export function suiteTables(state: SuiteState): Table[] {
   };
   if (!capture.broker.length) ceilings.note = 'Not measured in this run (it goes with batch 1000 and batch 20 MB).';
 
+  const cpuTable = captureCpuTable(state);
+
   const target = (label: string, value: number, goal: number, unit: string) => [
     label,
     `≥ ${goal.toLocaleString('en-US')}${unit}`,
@@ -194,18 +197,76 @@ export function suiteTables(state: SuiteState): Table[] {
     Number.isFinite(value) ? (value >= goal ? 'met' : 'not met') : value === Infinity ? 'no ratio: give the baseline more time' : 'not measured',
   ];
   const speedup = (name: string) => med(capture.spate.get(name), (x) => x.eventsPerSec) / med(capture.baseline.get(name), (x) => x.eventsPerSec);
+  const ofHttpCeiling = (name: string) => med(capture.spate.get(name), (x) => x.reqPerSec) / med(capture.http.get(name), (x) => x.reqPerSec);
+  const ofBrokerCeiling = (name: string) => med(capture.spate.get(name), (x) => x.eventsPerSec) / brokerEvents;
   const targets: Table = {
-    title: 'Targets (issue 7)',
+    title: 'Targets (issues 7 and 17)',
     columns: ['what', 'target', 'measured', ''],
     rows: [
       target('/batch/ of 1,000: Spate ÷ baseline', speedup('batch 1000'), 15, '×'),
       target('/capture/: Spate ÷ baseline', speedup('capture single'), 8, '×'),
       target('historical import into HISTORICAL', importEventsPerSec, 100_000, ' events/s'),
+      target('/capture/ single: Spate ÷ trivial uWS, same load (req/s)', ofHttpCeiling('capture single'), 0.6, '×'),
+      target('/batch/ of 1,000: Spate ÷ raw JetStream publish (events/s)', ofBrokerCeiling('batch 1000'), 0.4, '×'),
     ],
   };
   if (state.quick) targets.note = '--quick: a smoke test of every stage, not figures (1 s runs on a shared machine).';
 
-  return [stages, targets, captureTable, importTable, latencyTable, lagTable, workersTable, ceilings];
+  return [stages, targets, captureTable, cpuTable, importTable, latencyTable, lagTable, workersTable, ceilings];
+}
+
+/**
+ * CPU per request (capture single) and per event (batch 1000) of every process that served the
+ * load, Spate's and its ceiling's, from /proc in the same run. Load generator, servers and
+ * nats-server share the machine's cores, so when the cores are the limit, throughput goes as the
+ * inverse of the CPU all of them spend per unit: "ceiling ÷ Spate CPU" is the ratio that CPU
+ * alone allows, next to the measured one. With a worker stage in the same run, the ingest node's
+ * share of the whole pipeline's CPU per event (ingest, NATS, worker, PostgreSQL) follows.
+ */
+function captureCpuTable(state: SuiteState): Table {
+  const { capture } = state;
+  const rows: (string | number)[][] = [];
+  const single = capture.spate.get('capture single');
+  const singleCeiling = capture.http.get('capture single');
+  if (single?.length && singleCeiling?.length) {
+    const ingest = med(single, (x) => x.ingestCpuUsPerEvent);
+    const nats = med(single, (x) => x.natsCpuUsPerEvent);
+    const load = med(single, (x) => x.loadCpuUsPerRequest);
+    const server = med(singleCeiling, (x) => x.serverCpuUsPerRequest);
+    const ceilingLoad = med(singleCeiling, (x) => x.loadCpuUsPerRequest);
+    const measured = med(single, (x) => x.reqPerSec) / med(singleCeiling, (x) => x.reqPerSec);
+    rows.push(['capture single (per request)', ingest, nats, load, ingest + nats + load, 'trivial uWS', server, ceilingLoad, server + ceilingLoad, (server + ceilingLoad) / (ingest + nats + load), measured]);
+  }
+  const batch = capture.spate.get('batch 1000');
+  if (batch?.length && capture.broker.length) {
+    const ingest = med(batch, (x) => x.ingestCpuUsPerEvent);
+    const nats = med(batch, (x) => x.natsCpuUsPerEvent);
+    const load = med(batch, (x) => x.loadCpuUsPerRequest) / 1000;
+    const server = med(capture.broker, (x) => x.natsCpuUsPerEvent);
+    const client = med(capture.broker, (x) => x.clientCpuUsPerEvent);
+    const measured = med(batch, (x) => x.eventsPerSec) / median(capture.broker.map((b) => b.eventsPerSec));
+    rows.push(['batch 1000 (per event)', ingest, nats, load, ingest + nats + load, 'raw JetStream publish', server, client, server + client, (server + client) / (ingest + nats + load), measured]);
+  }
+  const steady = state.workers?.throughput.steady;
+  let share = '';
+  if (batch?.length && steady) {
+    const ingest = med(batch, (x) => x.ingestCpuUsPerEvent);
+    const captureNats = med(batch, (x) => x.natsCpuUsPerEvent);
+    const { workerUsPerEvent, postgresUsPerEvent, natsUsPerEvent } = steady.cpu;
+    const whole = ingest + captureNats + workerUsPerEvent + postgresUsPerEvent + natsUsPerEvent;
+    share =
+      ` Whole pipeline per event in this run: ingest ${ingest.toFixed(1)} (batch 1000) + NATS ${(captureNats + natsUsPerEvent).toFixed(1)} (capture and worker side)` +
+      ` + worker ${workerUsPerEvent} + PostgreSQL ${postgresUsPerEvent} (steady worker stage) = ${whole.toFixed(1)} µs; the ingest node's share: ${((100 * ingest) / whole).toFixed(0)}%.`;
+  }
+  return {
+    title: 'Where the CPU goes: capture and its ceilings, µs per request or event (/proc, same run)',
+    note:
+      'User + system CPU from /proc of each process while it served the load: the ingest node (with its parse threads), nats-server, and the load generator (the bench process: autocannon; for raw JetStream publishing, the publishing client). ' +
+      'They share the same cores, so where the cores are the limit, throughput goes as the inverse of the CPU spent per request: "ceiling ÷ Spate CPU" is the ratio the CPU allows, next to the measured one.' +
+      share,
+    columns: ['scenario', 'ingest', 'NATS', 'load generator', 'Spate total', 'ceiling', 'ceiling server', 'ceiling load generator / client', 'ceiling total', 'ceiling ÷ Spate CPU', 'measured ÷ ceiling'],
+    rows,
+  };
 }
 
 /** Everything measured, every run (the tables hold medians). */

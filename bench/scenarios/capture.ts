@@ -30,16 +30,34 @@ export interface CaptureScenario {
   minDurationS?: number;
 }
 
-export interface Measured extends LoadResult {
+/** CPU (user + system, from /proc) per request, of the load generator: this process, which runs autocannon. */
+interface LoadCpu {
+  loadCpuUsPerRequest: number;
+}
+
+export interface Measured extends LoadResult, LoadCpu {
   ingestCpuUsPerEvent: number;
+  /** nats-server's CPU per acknowledged event (storing what the ingest node published). */
+  natsCpuUsPerEvent: number;
   rssPeakMiB: number;
+}
+
+/** The trivial uWS handler under the same load. */
+export interface HttpCeiling extends LoadResult, LoadCpu {
+  serverCpuUsPerRequest: number;
+}
+
+/** Raw JetStream publishing: nats-server's CPU and the publishing client's (this process) per event. */
+export interface BrokerCeiling extends PublishCeiling {
+  natsCpuUsPerEvent: number;
+  clientCpuUsPerEvent: number;
 }
 
 export interface CaptureResults {
   spate: Map<string, Measured[]>;
   baseline: Map<string, LoadResult[]>;
-  http: Map<string, LoadResult[]>;
-  broker: PublishCeiling[];
+  http: Map<string, HttpCeiling[]>;
+  broker: BrokerCeiling[];
   /** Size of the broker ceiling's messages. */
   brokerMessageBytes: number;
   /** Events per request of each measured scenario. */
@@ -56,7 +74,7 @@ const once = <T>(make: () => T): (() => T) => {
 /** --quick (a smoke test, not figures) compares batches with the trivial uWS handler only in full runs. */
 export function captureScenarios(key: string, o: { quick: boolean }): CaptureScenario[] {
   return [
-    { name: 'capture single', path: '/capture/', body: once(() => ({ body: singleBody(key), events: 1 })), connections: 100, httpCeiling: true, baseline: 'yes', latency: true },
+    { name: 'capture single', path: '/capture/', body: once(() => ({ body: singleBody(key), events: 1 })), connections: 50, httpCeiling: true, baseline: 'yes', latency: true },
     { name: 'batch 100', path: '/batch/', body: once(() => ({ body: batchBody(key, 100), events: 100 })), connections: 32, httpCeiling: !o.quick, baseline: 'yes', latency: !o.quick },
     { name: 'batch 1000', path: '/batch/', body: once(() => ({ body: batchBody(key, 1000), events: 1000 })), connections: 16, httpCeiling: !o.quick, brokerCeiling: true, baseline: 'yes' },
     // The baseline finishes no 20 MB request in a run of any length here: --quick does not try.
@@ -69,6 +87,15 @@ export function emptyCaptureResults(o: { quick: boolean }): CaptureResults {
   return { spate: new Map(), baseline: new Map(), http: new Map(), broker: [], brokerMessageBytes: (o.quick ? 256 : 1024) * 1024, events: new Map() };
 }
 
+
+/** This process's CPU seconds (user + system) so far. */
+function ownCpuSeconds(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+}
+
+/** Per-unit microseconds of `seconds` over `count` units; NaN when nothing was counted. */
+const perUnitUs = (seconds: number, count: number) => (count > 0 ? (seconds / count) * 1e6 : Number.NaN);
 
 /** Measures every scenario `runs` times, adding each figure to `into` as soon as it is measured. */
 export async function measureCapture(
@@ -94,20 +121,30 @@ export async function measureCapture(
       const durationS = Math.max(s.minDurationS ?? 0, o.durationS);
       await prepare();
       o.log(`run ${run}/${o.runs}: ${s.name} (${s.connections} connections, ${durationS}s)`);
-      const cpuBefore = cpuSeconds(rig.ingestPid);
+      const before = { ingest: cpuSeconds(rig.ingestPid), nats: cpuSeconds(rig.natsPid), load: ownCpuSeconds() };
       const rss = s.trackRss ? sampleRss(rig.ingestPid) : undefined;
       const r = await runLoad({ ...load, url: `${rig.captureUrl}${s.path}`, durationS });
       signal.throwIfAborted(); // a run cut short by the time limit is not a figure
       const rssPeak = rss?.stop() ?? Number.NaN;
-      const cpu = cpuSeconds(rig.ingestPid) - cpuBefore;
       const acknowledged = r.ok * events;
-      push(into.spate, s.name, { ...r, ingestCpuUsPerEvent: acknowledged > 0 ? (cpu / acknowledged) * 1e6 : Number.NaN, rssPeakMiB: rssPeak / 1024 ** 2 });
+      push(into.spate, s.name, {
+        ...r,
+        ingestCpuUsPerEvent: perUnitUs(cpuSeconds(rig.ingestPid) - before.ingest, acknowledged),
+        natsCpuUsPerEvent: perUnitUs(cpuSeconds(rig.natsPid) - before.nats, acknowledged),
+        loadCpuUsPerRequest: perUnitUs(ownCpuSeconds() - before.load, r.requests),
+        rssPeakMiB: rssPeak / 1024 ** 2,
+      });
       if (s.httpCeiling) {
         await prepare();
         o.log(`run ${run}/${o.runs}: ${s.name} → trivial uWS`);
+        const at = { server: cpuSeconds(rig.trivialPid), load: ownCpuSeconds() };
         const ceiling = await runLoad({ ...load, url: `${rig.trivialUrl}${s.path}`, durationS });
         signal.throwIfAborted();
-        push(into.http, s.name, ceiling);
+        push(into.http, s.name, {
+          ...ceiling,
+          serverCpuUsPerRequest: perUnitUs(cpuSeconds(rig.trivialPid) - at.server, ceiling.requests),
+          loadCpuUsPerRequest: perUnitUs(ownCpuSeconds() - at.load, ceiling.requests),
+        });
       }
       if (s.baseline === 'no') continue;
       await prepare();
@@ -121,7 +158,13 @@ export async function measureCapture(
     if (o.scenarios.some((s) => s.brokerCeiling)) {
       await prepare();
       o.log(`run ${run}/${o.runs}: raw JetStream publish ceiling`);
-      into.broker.push(await measureJetStreamPublish(rig.natsUrl, rig.natsAuth, { durationS: o.durationS, messageBytes: into.brokerMessageBytes, inFlight: 16 }));
+      const natsBefore = cpuSeconds(rig.natsPid);
+      const broker = await measureJetStreamPublish(rig.natsUrl, rig.natsAuth, { durationS: o.durationS, messageBytes: into.brokerMessageBytes, inFlight: 16 });
+      into.broker.push({
+        ...broker,
+        natsCpuUsPerEvent: perUnitUs(cpuSeconds(rig.natsPid) - natsBefore, broker.events),
+        clientCpuUsPerEvent: perUnitUs(broker.clientCpuSeconds, broker.events),
+      });
       o.onMeasured?.();
     }
   }
