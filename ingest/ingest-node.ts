@@ -1,4 +1,4 @@
-// Assembles an ingest node: NATS + streams + project registry + parse pool + publisher + uWS.
+// Assembles an ingest node: NATS + streams + project registry + parse pool + publisher + HTTP (node:net + llhttp).
 // startIngest(config) → { url, port, stop() }. Shutdown is ordered and idempotent: stop
 // listening → finish in-flight requests → flush publishes → drain NATS → close the pool.
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
