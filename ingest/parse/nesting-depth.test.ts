@@ -1,6 +1,7 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CaptureError } from '../errors.js';
-import { nestsDeeperThan } from './nesting-depth.js';
+import { nestsDeeperThan, skipString } from './nesting-depth.js';
 import { parseCaptureRequest, type RequestMeta } from './parse-request.js';
 
 const nested = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
@@ -51,5 +52,21 @@ describe('nesting depth', () => {
     }
     const single = Buffer.from(`{"api_key":"phc_k","event":"e","distinct_id":"a","properties":{"x":${nested(16_000)}}}`);
     expect(errorOf(() => parseCaptureRequest(single, { ...meta, route: 'capture' }, limits, lookup))?.code).toBe('invalid_event');
+  });
+});
+
+describe('string ends', () => {
+  it('skip string - finds the closing quote JSON finds, with escapes on either side of the short-string walk', () => {
+    // Strings are walked byte by byte up to 32 bytes, then searched natively: escapes (\" and \\)
+    // placed around that boundary must not be taken for, or hide, the closing quote.
+    fc.assert(
+      fc.property(fc.string({ unit: fc.constantFrom('a', 'é', '"', '\\', '\\"', '\n', '🦔'), maxLength: 80 }), fc.nat(40), (text, lead) => {
+        const literal = JSON.stringify(text);
+        const bytes = Buffer.from(`${' '.repeat(lead)}${literal},"next"`);
+        expect(skipString(bytes, lead)).toBe(lead + Buffer.byteLength(literal));
+      }),
+      { numRuns: 2_000 },
+    );
+    expect(skipString(Buffer.from('"never closed\\"'), 0)).toBe(-1);
   });
 });
