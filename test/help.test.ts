@@ -41,6 +41,7 @@ const commands: [name: string, file: string, args: string[]][] = [
   ['bench/charts.ts', 'bench/charts.ts', []],
   ['bench/generate-events.ts', 'bench/generate-events.ts', []],
   ['bench/parse-inline.ts', 'bench/parse-inline.ts', []],
+  ['bench/compare-ingest.ts', 'bench/compare-ingest.ts', []],
   ['bench/nats-dedup-memory.ts', 'bench/nats-dedup-memory.ts', []],
   ['bench/workers/throughput.ts', 'bench/workers/throughput.ts', []],
   ['bench/workers/batch-cpu.ts', 'bench/workers/batch-cpu.ts', []],
