@@ -193,7 +193,7 @@ export function suiteTables(state: SuiteState): Table[] {
   const target = (label: string, value: number, goal: number, unit: string) => [
     label,
     `≥ ${goal.toLocaleString('en-US')}${unit}`,
-    Number.isFinite(value) ? `${value >= 100 ? Math.round(value).toLocaleString('en-US') : value.toFixed(1)}${unit}` : value === Infinity ? '∞ (baseline finished nothing)' : '–',
+    Number.isFinite(value) ? `${value >= 100 ? Math.round(value).toLocaleString('en-US') : value >= 10 ? value.toFixed(1) : value.toPrecision(2)}${unit}` : value === Infinity ? '∞ (baseline finished nothing)' : '–',
     Number.isFinite(value) ? (value >= goal ? 'met' : 'not met') : value === Infinity ? 'no ratio: give the baseline more time' : 'not measured',
   ];
   const speedup = (name: string) => med(capture.spate.get(name), (x) => x.eventsPerSec) / med(capture.baseline.get(name), (x) => x.eventsPerSec);
