@@ -54,7 +54,8 @@ export async function throughputChart(path: string, title: string, bars: readonl
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title,
     width: 640,
-    height: { step: 16 },
+    // 16 px a bar; a chart of few bars (a run of one scenario) still gets a plot ~120 px tall.
+    height: { step: Math.max(16, Math.ceil(120 / values.length)) },
     data: { values: values as unknown as Record<string, unknown>[] },
     encoding: { y, yOffset: { field: 'series', sort: SERIES_ORDER } },
     layer: [
