@@ -72,6 +72,11 @@ export const ingestConfigDefinition = {
     envInt(100_000, 1),
     'most events one request may carry; more gets 413 too_many_events. A 20 MiB body of realistic ~350-byte events holds ~60k; a gzip of a million tiny events would store thousands of times what was uploaded',
   ),
+  flagsMaxBodyBytes: setting(
+    'FLAGS_MAX_BODY_BYTES',
+    envBytes('64KiB'),
+    'largest body of a feature-flag call (/flags/, /decide/), on the wire and decoded; larger gets 413. Read on the event loop and, like a request head, outside INFLIGHT_BUDGET_BYTES (one per connection at a time): an SDK sends a distinct id and a few properties',
+  ),
   parseQueueMax: setting('PARSE_QUEUE_MAX', envInt(256, 1), 'bodies waiting for a parse thread; past it new ones get 503 with Retry-After'),
   inflightBudgetBytes: setting('INFLIGHT_BUDGET_BYTES', envBytes('96MiB'), 'request bytes held at once (bodies being read, parsed, published); past it new requests get 503'),
   parseThreads: setting('PARSE_THREADS', envInt(cores, 1), 'worker threads that decode and parse bodies'),

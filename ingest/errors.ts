@@ -8,6 +8,8 @@ export const captureErrors = defineErrors({
   invalid_json: { status: 400, type: 'validation_error', detail: 'failed to parse request: body is not valid JSON' },
   invalid_event: { status: 400, type: 'validation_error', detail: 'an event is not a JSON object' },
   empty_batch: { status: 400, type: 'validation_error', detail: 'request holds no event' },
+  missing_distinct_id: { status: 400, type: 'validation_error', detail: 'The distinct_id field is missing from the request.' },
+  invalid_token: { status: 400, type: 'validation_error', detail: 'Invalid token' },
   missing_api_key: { status: 401, type: 'authentication_error', detail: 'event submitted without an api_key' },
   invalid_api_key: { status: 401, type: 'authentication_error', detail: 'API key is not valid' },
   unknown_api_key: { status: 401, type: 'authentication_error', detail: 'Project API key invalid. You can find your project API key in your project settings.' },

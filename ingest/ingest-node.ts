@@ -21,6 +21,7 @@ import { messageSizeLimit } from './message-size.js';
 import { createIngestMetrics, type IngestMetrics } from './metrics.js';
 import { ParsePool } from './pool/index.js';
 import { EventPublisher, ProjectLimiter, SpikeLimiter } from './publish/index.js';
+import { NO_SITE_APPS } from './sdk-config/index.js';
 import { TokenRegistry } from './token-registry.js';
 
 export interface IngestNode {
@@ -144,6 +145,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
 
   const server = await listenHttp({ host: config.host, port: config.port, fd: config.listenFd }, {
     capture: captureDeps,
+    sdkConfig: { lookup: registry.lookup, siteApps: NO_SITE_APPS, maxBodyBytes: config.flagsMaxBodyBytes },
     readiness: () => ({ ready: isReady(), checks: { nats: natsConnected, streams: streamsOk, registry: registry.ready, stopping } }),
     beforeScrape: () => {
       metrics.poolQueueDepth.set(pool.queueDepth);

@@ -40,6 +40,30 @@ describe('posthog-node SDK', () => {
     expect(group.properties).toMatchObject({ $group_type: 'company', $group_key: 'acme', $group_set: { seats: 10 } });
   });
 
+  it('sdk - feature flag calls succeed with no flags, and capture with sendFeatureFlags still lands', async () => {
+    const client = new PostHog('phc_sdk_test', { host: h.url, flushAt: 1, flushInterval: 0, fetchRetryCount: 0, featureFlagsRequestMaxRetries: 0 });
+    const errors: unknown[] = [];
+    client.on('error', (err) => errors.push(err));
+    const flagCalls = () => h.metric('spate_ingest_requests_total', { route: 'flags', status: '200' });
+    const before = await flagCalls();
+    // No flag of that name: undefined, as PostHog answers a project without it.
+    expect(await client.getFeatureFlag('new-checkout', 'flag-user')).toBeUndefined();
+    expect(await client.isFeatureEnabled('new-checkout', 'flag-user')).toBeUndefined();
+    expect(await client.getAllFlags('flag-user')).toEqual({});
+    expect(await client.getAllFlagsAndPayloads('flag-user')).toEqual({ featureFlags: {}, featureFlagPayloads: {} });
+    expect(await client.getFeatureFlagPayload('new-checkout', 'flag-user')).toBeUndefined();
+    client.capture({ distinctId: 'flag-user', event: 'checkout viewed', sendFeatureFlags: true });
+    await client.shutdown();
+    expect(errors).toEqual([]);
+    expect(await flagCalls()).toBeGreaterThanOrEqual(before + 4);
+    const landed = (await h.events('events')).filter((e) => e.distinct_id === 'flag-user');
+    expect(landed.map((e) => e.event).sort()).toEqual(['$feature_flag_called', 'checkout viewed']);
+    // The SDK's own record of the call: the server answered (a request id), the flag is just not
+    // there ("flag_missing", where a failed call says "unknown_error").
+    const called = landed.find((e) => e.event === '$feature_flag_called')!;
+    expect(called.properties).toMatchObject({ $feature_flag: 'new-checkout', $feature_flag_error: 'flag_missing', $feature_flag_request_id: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+  });
+
   it('sdk - historicalMigration sends to HISTORICAL', async () => {
     const client = new PostHog('phc_sdk_test', { host: h.url, flushAt: 2, flushInterval: 0, historicalMigration: true });
     client.capture({ distinctId: 'old-user', event: 'old event', timestamp: new Date('2021-03-04T05:06:07Z') });

@@ -2,3 +2,4 @@
 // and answers.
 export { hotMetrics, type CaptureDeps } from './capture-route.js';
 export { listenHttp, type HttpServer, type ServerDeps } from './server.js';
+export type { SdkConfigDeps } from './sdk-config-route.js';

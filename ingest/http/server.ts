@@ -1,4 +1,5 @@
-// The event loop's HTTP server: capture routes, health and readiness, metrics, 404 otherwise.
+// The event loop's HTTP server: capture routes, the SDKs' configuration calls, health and
+// readiness, metrics, 404 otherwise.
 // Connections are node:net sockets parsed by llhttp (connection.ts): uWS 20.30, which served
 // before, closes any connection that sends a request while an earlier answer is pending (its
 // HttpContext refuses "async pipelining" by design), so pipelined captures got no answer at all.
@@ -7,9 +8,12 @@ import { CaptureError, captureErrorResponse } from '../errors.js';
 import { CAPTURE_ROUTES, handleCapture, type CaptureDeps } from './capture-route.js';
 import { Connection, type ConnectionOptions } from './connection.js';
 import type { Exchange } from './exchange.js';
+import { handleSdkConfig, type SdkConfigDeps } from './sdk-config-route.js';
 
 export interface ServerDeps {
   capture: CaptureDeps;
+  /** The SDKs' configuration calls (/flags/, /decide/, /array/<key>/config[.js]). */
+  sdkConfig: SdkConfigDeps;
   /** What `/_ready` reports: 200 when ready, 503 otherwise, with the checks behind it. */
   readiness(): { ready: boolean; checks: Record<string, boolean> };
   /** Refreshes gauges read at scrape time. */
@@ -39,6 +43,7 @@ export async function listenHttp(at: ListenAt, deps: ServerDeps): Promise<HttpSe
     const path = url.length > 1 && url.endsWith('/') ? url.slice(0, -1) : url;
     const captureRoute = CAPTURE_ROUTES.get(path);
     if (captureRoute) return handleCapture(deps.capture, captureRoute, exchange);
+    if (handleSdkConfig(deps.capture, deps.sdkConfig, path, exchange)) return;
     switch (path) {
       case '/_health':
         return exchange.answer({ status: 200, body: '{"status":"ok"}' });
