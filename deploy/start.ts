@@ -3,6 +3,7 @@
 import { parseArgs } from 'node:util';
 import { clusterFilePath, dataDir as defaultDataDir } from '../lib/index.js';
 import { startLocalCluster } from './launcher/local-cluster.js';
+import { LOG_FORMAT_ENV, lineFormatter, logFormatOf } from './launcher/log-lines.js';
 
 const { values } = parseArgs({
   options: {
@@ -19,7 +20,8 @@ if (values.help) {
 
 Runs nats-server (or a 3-node JetStream cluster), PostgreSQL, the admin server, N ingest
 nodes and M workers under $SPATE_DATA_DIR (default .data/), then writes cluster.json there. NATS_URL and
-DATABASE_URL use existing servers instead.`);
+DATABASE_URL use existing servers instead. The children's logs are readable lines on a terminal and
+JSON otherwise; ${LOG_FORMAT_ENV}=json|pretty chooses.`);
   process.exit(0);
 }
 
@@ -31,12 +33,14 @@ if (!Number.isInteger(ingest) || ingest < 1) throw new Error('--ingest must be a
 if (!Number.isInteger(workers) || workers < 0) throw new Error('--workers must be 0 or more');
 
 const dataDir = values['data-dir'] ?? defaultDataDir();
+const terminal = process.stdout.isTTY === true;
+const formatLine = lineFormatter(logFormatOf(process.env, terminal), terminal);
 const log = {
   info: (m: string) => console.log(`[spate] ${m}`),
   warn: (m: string) => console.warn(`[spate] ${m}`),
 };
 
-const local = await startLocalCluster({ dataDir, natsNodes, ingest, workers, env: process.env }, log).catch((err: unknown) => {
+const local = await startLocalCluster({ dataDir, natsNodes, ingest, workers, env: process.env, formatLine }, log).catch((err: unknown) => {
   console.error(`[spate] failed to start: ${err instanceof Error ? err.message : String(err)}`);
   process.exit(1);
 });

@@ -26,11 +26,11 @@ const seen = new Set<number>();
  * The launcher on `dir`, in its own process group as in a terminal session (Ctrl-C goes to the
  * group); with `viaParent`, started by a parent that waits for it, as npm does.
  */
-function launch(dir = dataDir, viaParent = false): ChildProcess {
+function launch(dir = dataDir, viaParent = false, env: Record<string, string> = {}): ChildProcess {
   const args = ['--import', 'tsx', startScript];
   const parent = `require('node:child_process').spawn(process.execPath, ${JSON.stringify(args)}, { stdio: 'inherit' }); setInterval(() => {}, 1e9)`;
   const child = spawn(process.execPath, viaParent ? ['-e', parent] : args, {
-    env: { ...process.env, SPATE_DATA_DIR: dir, LOG_LEVEL: 'warn' },
+    env: { ...process.env, SPATE_DATA_DIR: dir, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
@@ -100,9 +100,13 @@ async function streamMessages(c: ClusterFile): Promise<number> {
 describe('npm start (local cluster)', () => {
 
   it('launcher - starts, accepts events, restarts a killed ingest node, stops everything, and resumes with its data', { timeout: 300_000 }, async () => {
-    const first = launch();
+    const first = launch(dataDir, false, { LOG_LEVEL: 'info' });
+    const firstOutput = outputOf(first);
     const c = await ready(first);
     expect(c).toMatchObject({ projectId: 1 });
+    // Its output is no terminal: the children's log lines stay JSON, after their names.
+    const adminLine = firstOutput().split('\n').find((l) => l.startsWith('[admin] {') && l.includes('admin server listening'));
+    expect(JSON.parse(adminLine!.slice('[admin] '.length))).toMatchObject({ level: 30, name: 'admin', msg: 'admin server listening' });
     expect(c.projectApiKey).toMatch(/^phc_/);
     expect(c.processes!.map((p) => p.role).sort()).toEqual(['admin', 'ingest', 'nats', 'postgres', 'worker']);
     expect(c.personalApiKey).toMatch(/^phx_/);

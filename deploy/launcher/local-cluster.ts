@@ -14,7 +14,8 @@ import { waitFor } from '../local/wait.js';
 import { loadLocalSecrets } from './local-secrets.js';
 import { allocatePorts, releasePorts } from './ports.js';
 import { hasSetpriv, withParentDeathSignal } from '../local/parent-death.js';
-import { SupervisedChild, type SupervisorLog } from './supervisor.js';
+import type { LineFormatter } from './log-lines.js';
+import { SupervisedChild, type ChildSpec, type SupervisorLog } from './supervisor.js';
 
 export interface LaunchOptions {
   dataDir: string;
@@ -22,6 +23,8 @@ export interface LaunchOptions {
   ingest: number;
   workers: number;
   env: NodeJS.ProcessEnv;
+  /** How the children's output lines are shown (default: as they are, prefixed with the child's name). */
+  formatLine?: LineFormatter;
 }
 
 export interface LocalCluster {
@@ -114,6 +117,7 @@ async function launch(
   }
   const ports = await allocatePorts(dataDir, preferred);
   const processes = new Map<string, ProcessEntry>();
+  const supervised = (spec: ChildSpec) => new SupervisedChild(spec, log, options.formatLine);
   // Filled in once everything is up; until then restarts need not rewrite cluster.json.
   const written: { cluster?: ClusterFile } = {};
   const track = (role: ProcessEntry['role'], child: SupervisedChild, extra: Record<string, unknown> = {}) => {
@@ -158,10 +162,7 @@ async function launch(
       urls.push(`nats://127.0.0.1:${ports[`nats${i}`]}`);
       monitors.push(`http://127.0.0.1:${ports[`natsMonitor${i}`]}`);
       const natsEnv = { ...env, ...natsServerEnv(auth) };
-      const child = new SupervisedChild(
-        { name: `nats-${i}`, command: env.NATS_SERVER_BIN ?? 'nats-server', args: ['-c', configPath], env: natsEnv, exitWithLauncher: 'SIGTERM' },
-        log,
-      );
+      const child = supervised({ name: `nats-${i}`, command: env.NATS_SERVER_BIN ?? 'nats-server', args: ['-c', configPath], env: natsEnv, exitWithLauncher: 'SIGTERM' });
       track('nats', child, { port: ports[`nats${i}`], monitorPort: ports[`natsMonitor${i}`], dir });
     }
     for (const m of monitors) await waitFor(`nats-server at ${m}`, async () => (await fetch(`${m}/healthz`).catch(() => undefined))?.ok === true, 30_000);
@@ -184,7 +185,7 @@ async function launch(
     await server.init();
     const pgCommand = server.foregroundCommand();
     // SIGINT is PostgreSQL's fast shutdown (a clean one: a checkpoint, no recovery at the next start).
-    const pgChild = new SupervisedChild({ name: 'postgres', ...pgCommand, env, stopSignal: 'SIGINT', exitWithLauncher: 'SIGINT' }, log);
+    const pgChild = supervised({ name: 'postgres', ...pgCommand, env, stopSignal: 'SIGINT', exitWithLauncher: 'SIGINT' });
     track('postgres', pgChild, { port: ports.postgres, dir: pgDir });
     await server.waitReady();
     databaseUrl = await server.createDatabase('spate');
@@ -204,7 +205,7 @@ async function launch(
   const adminHost = env.ADMIN_HOST ?? '127.0.0.1';
   const adminUrl = `http://${adminHost === '0.0.0.0' ? '127.0.0.1' : adminHost}:${ports.admin}`;
   const adminEnv = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ...natsCredentials('admin'), SPATE_SECRET_KEY: secretKey, ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas), PIPELINE_REPLICAS: String(replicas) };
-  track('admin', new SupervisedChild({ name: 'admin', ...nodeCommand('../../admin/main'), env: adminEnv, exitWithLauncher: 'lifeline' }, log), { port: ports.admin });
+  track('admin', supervised({ name: 'admin', ...nodeCommand('../../admin/main'), env: adminEnv, exitWithLauncher: 'lifeline' }), { port: ports.admin });
 
   // Ingest nodes share one port: the launcher binds the socket and every node (restarts too)
   // inherits it as fd 3 and accepts from it (Node 20 cannot listen with SO_REUSEPORT).
@@ -223,7 +224,7 @@ async function launch(
   };
   for (let i = 1; i <= options.ingest; i++) {
     const spec = { name: `ingest-${i}`, ...nodeCommand('../../ingest/main'), env: ingestEnv, inheritFds: [captureSocket.fd], exitWithLauncher: 'lifeline' as const };
-    track('ingest', new SupervisedChild(spec, log), { port: ports.capture });
+    track('ingest', supervised(spec), { port: ports.capture });
   }
   await waitFor(`ingest at ${captureUrl}`, async () => (await fetch(`${captureUrl}/_ready`).catch(() => undefined))?.ok === true, 60_000);
 
@@ -232,7 +233,7 @@ async function launch(
   for (let i = 1; i <= options.workers; i++) {
     const port = ports[`worker${i}`]!;
     const workerEnv = { ...env, NATS_URL: natsUrl, ...natsCredentials('worker'), SPATE_SECRET_KEY: secretKey, DATABASE_URL: databaseUrl, NATS_REPLICAS: String(replicas), WORKER_METRICS_PORT: String(port) };
-    track('worker', new SupervisedChild({ name: `worker-${i}`, ...nodeCommand('../../workers/main'), env: workerEnv, exitWithLauncher: 'lifeline' }, log), {
+    track('worker', supervised({ name: `worker-${i}`, ...nodeCommand('../../workers/main'), env: workerEnv, exitWithLauncher: 'lifeline' }), {
       metricsPort: port,
     });
     workerUrls.push(`http://127.0.0.1:${port}`);

@@ -1,10 +1,11 @@
 // Runs one child process of the local cluster, restarts it when it crashes (with backoff),
-// prefixes its output with its name, and stops it gracefully (SIGTERM, then SIGKILL). However the
+// shows its output prefixed with its name (JSON lines as they are, or readable: log-lines.ts), and stops it gracefully (SIGTERM, then SIGKILL). However the
 // launcher dies (kill -9, OOM), its children end too: see exitWithLauncher.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { LIFELINE_FD_ENV } from '../../lib/index.js';
 import { withParentDeathSignal } from '../local/parent-death.js';
+import { lineFormatter, type LineFormatter } from './log-lines.js';
 
 /**
  * How a child ends when the launcher dies without stopping it:
@@ -54,6 +55,8 @@ export class SupervisedChild {
   constructor(
     readonly spec: ChildSpec,
     private readonly log: SupervisorLog,
+    /** How each line the child prints is shown (log-lines.ts): JSON as it came, or readable text. */
+    private readonly formatLine: LineFormatter = lineFormatter('json'),
   ) {}
 
   get pid(): number | undefined {
@@ -86,7 +89,7 @@ export class SupervisedChild {
     this.child = child;
     this.startedAt = Date.now();
     for (const stream of [child.stdout!, child.stderr!]) {
-      createInterface({ input: stream }).on('line', (line) => process.stdout.write(`[${name}] ${line}\n`));
+      createInterface({ input: stream }).on('line', (line) => process.stdout.write(`${this.formatLine(name, line)}\n`));
     }
     this.exited = new Promise((resolve) => {
       child.once('exit', (code, signal) => {
