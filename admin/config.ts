@@ -21,6 +21,13 @@ const resolverList = z
     message: 'expected comma-separated IP addresses, each optionally with :port (IPv6 with a port as [addr]:port)',
   });
 
+// Base URLs of processes serving /metrics: "http://host:port", comma-separated.
+const metricsUrlList = z
+  .string()
+  .default('')
+  .transform((v) => v.split(',').map((s) => s.trim().replace(/\/+$/, '')).filter((s) => s !== ''))
+  .refine((list) => list.every((s) => /^https?:\/\/[^/\s]+$/.test(s)), { message: 'expected comma-separated http(s)://host:port URLs' });
+
 export const adminConfigDefinition = {
   databaseUrl: setting(
     'DATABASE_URL',
@@ -120,6 +127,12 @@ export const adminConfigDefinition = {
     envInt(100, 0),
     "HISTORICAL messages per second one ingest node publishes for a project (past it: 429 with Retry-After); each holds a message id in NATS memory for STREAM_HISTORICAL_DUPLICATE_WINDOW (~220 bytes, docs/capture-api.md): the default of a project's historical_messages_per_second and the most it may be set to; 0 = no limit.",
   ),
+  clusterMetricsUrls: setting(
+    'CLUSTER_METRICS_URLS',
+    metricsUrlList,
+    "Ingest nodes and workers (comma-separated base URLs, e.g. http://10.0.0.5:8031) whose /metrics the live page at GET / reads for events/s, lag and workers' shards; npm start sets it. Empty: the page shows what NATS and PostgreSQL tell (stream sizes, export runs, plugin errors).",
+  ),
+  liveRefresh: setting('LIVE_REFRESH', envDuration('2s'), 'How often the live page asks for new figures; the admin server reads the metrics at most once per half of it, however many pages are open.'),
   logLevel: setting(
     'LOG_LEVEL',
     z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -103,7 +103,7 @@ describe('admin http', () => {
   });
 
   it('routes - unknown paths are 404 not_found, with or without a key', async () => {
-    for (const path of ['/api/nothing/', '/', '/api/organizations/x/y/z/', '/api/organizations/%E0%A4%A/']) {
+    for (const path of ['/api/nothing/', '/live/nothing', '/api/organizations/x/y/z/', '/api/organizations/%E0%A4%A/']) {
       for (const key of [undefined, owner.key]) {
         const res = await f.api('GET', path, { key });
         expect(res.status, path).toBe(404);

@@ -1,8 +1,9 @@
 // startAdmin: migrations → PostgreSQL pool → NATS: the pipeline streams, the KV buckets
 // (spate-projects, spate-batch-exports, spate-plugin-configs; each reconciled), the outbox and
-// the stream consumers → HTTP. stop() undoes it in order: stop listening and finish in-flight
-// requests → stop consuming streams → publish what the outbox holds → stop KV following →
-// finish sending emails → drain NATS → close PostgreSQL. Idempotent.
+// the stream consumers → HTTP (the API, and the live cluster page at GET /). stop() undoes it
+// in order: stop listening and finish in-flight requests → stop consuming streams → publish what
+// the outbox holds → stop KV following → finish sending emails → drain NATS → close PostgreSQL.
+// Idempotent.
 import { jetstreamManager } from '@nats-io/jetstream';
 import {
   connectNats,
@@ -26,6 +27,7 @@ import { createPool, type Pool } from './db/pool.js';
 import { DomainVerifier } from './domain-verifier.js';
 import { buildApp } from './http/app.js';
 import { InviteMailer } from './invite-mailer.js';
+import { LiveFigures, liveRoutes } from './live/index.js';
 import type { KvMirror } from './kv-mirror.js';
 import { LogRetention } from './log-retention.js';
 import { Outbox } from './outbox.js';
@@ -156,7 +158,9 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
         () => false,
       ),
     });
-    const app = buildApp({ routes: apiRoutes, services, metrics, version: API_VERSION, readiness });
+    const live = new LiveFigures({ metricsUrls: config.clusterMetricsUrls, jsm, db: pool, log, refreshMs: config.liveRefresh });
+    const pages = liveRoutes(live, pool, log);
+    const app = buildApp({ routes: apiRoutes, services, metrics, version: API_VERSION, readiness, pages });
     cleanups.push(() => app.close());
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();

@@ -50,6 +50,7 @@ log.info(`ready.
   capture:  ${c.captureUrl}   (POST /capture/, /batch/, …)
   project:  id ${c.projectId}, project API key ${c.projectApiKey}
   admin:    ${c.adminUrl}   (Authorization: Bearer ${c.personalApiKey})
+  live:     ${c.adminUrl}/   (the cluster, live, in a browser)
   NATS:     ${c.natsUrl}
   Postgres: ${c.databaseUrl}
   details:  ${clusterFilePath(dataDir)}

@@ -38,6 +38,11 @@ export const ingestConfigDefinition = {
     envInt(-1, -1),
     'serve the TCP socket this inherited file descriptor is bound to, instead of CAPTURE_HOST:CAPTURE_PORT (-1); how `npm start -- --ingest N` lets N nodes share one capture port',
   ),
+  metricsPort: setting(
+    'INGEST_METRICS_PORT',
+    envInt(-1, -1),
+    "also serve /metrics, /_health and /_ready (and nothing else) on this port of CAPTURE_HOST (-1: no such port; 0: any free one). npm start gives each ingest node its own: nodes sharing the capture port are otherwise read at random, and the admin server's live page reads every node",
+  ),
   natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated'),
   ...natsAuthSettings('ingest'),
   shardCount: setting('SHARD_COUNT', envInt(16, 1), 'shards per project; must match every other process of the cluster'),

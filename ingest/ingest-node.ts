@@ -15,7 +15,7 @@ import {
   type Logger,
 } from '../lib/index.js';
 import type { IngestConfig } from './config.js';
-import { hotMetrics, listenHttp, type CaptureDeps } from './http/index.js';
+import { hotMetrics, listenHttp, type CaptureDeps, type ServerDeps } from './http/index.js';
 import { SharedBudget } from './inflight-budget.js';
 import { messageSizeLimit } from './message-size.js';
 import { createIngestMetrics, type IngestMetrics } from './metrics.js';
@@ -27,6 +27,8 @@ import { TokenRegistry } from './token-registry.js';
 export interface IngestNode {
   url: string;
   port: number;
+  /** Where only /metrics, /_health and /_ready are served (INGEST_METRICS_PORT), if anywhere. */
+  metricsUrl: string | undefined;
   metrics: IngestMetrics;
   /** NATS connected, streams present, project registry loaded. */
   isReady(): boolean;
@@ -143,7 +145,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
     uploads: new Map(),
   };
 
-  const server = await listenHttp({ host: config.host, port: config.port, fd: config.listenFd }, {
+  const serverDeps: ServerDeps = {
     capture: captureDeps,
     sdkConfig: { lookup: registry.lookup, siteApps: NO_SITE_APPS, maxBodyBytes: config.flagsMaxBodyBytes },
     readiness: () => ({ ready: isReady(), checks: { nats: natsConnected, streams: streamsOk, registry: registry.ready, stopping } }),
@@ -152,19 +154,26 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
       metrics.inflightBytes.set(budget.usedBytes);
     },
     connection: { maxHeaderBytes: config.maxHeaderBytes, idleTimeoutMs: config.idleTimeout, bodyTimeoutMs: config.bodyTimeout },
-  });
+  };
+  const server = await listenHttp({ host: config.host, port: config.port, fd: config.listenFd }, serverDeps);
+  deps.onFailedStart?.(() => server.close());
+  // Its own port for the operations routes: several nodes sharing one capture port are told apart.
+  const operations = config.metricsPort >= 0 ? await listenHttp({ host: config.host, port: config.metricsPort, fd: -1 }, { ...serverDeps, operationsOnly: true }) : undefined;
   const port = server.port;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;
-  log.info({ url, shards: config.shardCount, threads: config.parseThreads, maxMessageBytes }, 'ingest node listening');
+  const metricsUrl = operations ? `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${operations.port}` : undefined;
+  log.info({ url, metricsUrl, shards: config.shardCount, threads: config.parseThreads, maxMessageBytes }, 'ingest node listening');
 
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
       stopping = true;
       server.close();
+      operations?.close();
       await waitForIdle(inflight, config.drainTimeout);
       await publisher.idle();
       server.closeConnections();
+      operations?.closeConnections();
       clearInterval(streamCheck);
       registry.stop();
       limiter.close();
@@ -173,7 +182,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
       log.info('ingest node stopped');
     })());
 
-  return { url, port, metrics, isReady, stop };
+  return { url, port, metricsUrl, metrics, isReady, stop };
 }
 
 function waitForIdle(inflight: CaptureDeps['inflight'], timeoutMs: number): Promise<void> {

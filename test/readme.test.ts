@@ -74,6 +74,16 @@ describe('README and docs', () => {
     }
   });
 
+  it('readme - the screenshots the README and docs show are PNGs of at most 200 KB', () => {
+    const shown = pages.flatMap((page) => [...read(page).matchAll(/!\[[^\]]*\]\(([^)\s]+\.png)\)/g)].map((m) => relative(root, resolve(dirname(join(root, page)), m[1]!))));
+    expect(shown).toContain('docs/live-page.png');
+    for (const png of shown) {
+      const bytes = readFileSync(join(root, png));
+      expect(bytes.subarray(1, 4).toString('latin1'), png).toBe('PNG');
+      expect(bytes.length, png).toBeLessThanOrEqual(200 * 1024);
+    }
+  });
+
   it('readme - every relative link of the README and docs leads to a file, and to a heading there', () => {
     const broken: string[] = [];
     for (const page of pages) {

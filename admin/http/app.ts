@@ -8,6 +8,7 @@ import { apiError, toErrorResponse } from '../errors.js';
 import { API_KEY_FIELD, authenticate, requireScope } from './authenticate.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { requestLogger } from './request-log.js';
+import type { PageRoute } from './page-route.js';
 import { bodyReader, type Route } from './route.js';
 import { validate } from './validation.js';
 
@@ -18,6 +19,8 @@ export interface AppOptions {
   services: Services;
   metrics: Registry;
   version: string;
+  /** GET routes outside the API: the live page (admin/live). */
+  pages?: readonly PageRoute[];
   /** Readiness checks by name (e.g. NATS connected, PostgreSQL answering) for GET /_ready. */
   readiness?: () => Promise<Record<string, boolean>>;
 }
@@ -162,6 +165,14 @@ export function buildApp(options: AppOptions) {
   });
   addPath('/metrics', 'GET');
   app.get('/metrics', async (_request, reply) => reply.type(options.metrics.contentType).send(await options.metrics.metrics()));
+
+  for (const page of options.pages ?? []) {
+    addPath(page.path, 'GET');
+    app.get(page.path, async (request, reply) => {
+      const answer = await page.handler({ headers: request.headers, query: (request.query ?? {}) as Record<string, unknown> });
+      return reply.code(answer.status).headers(answer.headers ?? {}).type(answer.contentType).send(answer.body);
+    });
+  }
 
   // Fastify answers an unknown method on a known path with 404; the API says 405 and names
   // the allowed ones.

@@ -107,6 +107,7 @@ describe('npm start (local cluster)', () => {
     // Its output is no terminal: the children's log lines stay JSON, after their names.
     const adminLine = firstOutput().split('\n').find((l) => l.startsWith('[admin] {') && l.includes('admin server listening'));
     expect(JSON.parse(adminLine!.slice('[admin] '.length))).toMatchObject({ level: 30, name: 'admin', msg: 'admin server listening' });
+    expect(firstOutput()).toContain(`live:     ${c.adminUrl}/`);
     expect(c.projectApiKey).toMatch(/^phc_/);
     expect(c.processes!.map((p) => p.role).sort()).toEqual(['admin', 'ingest', 'nats', 'postgres', 'worker']);
     expect(c.personalApiKey).toMatch(/^phx_/);

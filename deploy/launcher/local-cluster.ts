@@ -110,6 +110,7 @@ async function launch(
   const secretKey = env.SPATE_SECRET_KEY || localSecrets.secretKey;
   const preferred: Record<string, number> = { capture: 8000, admin: 8010, postgres: 5433 };
   for (let i = 1; i <= options.workers; i++) preferred[`worker${i}`] = 8019 + i;
+  for (let i = 1; i <= options.ingest; i++) preferred[`ingestMetrics${i}`] = 8030 + i;
   for (let i = 1; i <= options.natsNodes; i++) {
     preferred[`nats${i}`] = 4221 + i;
     preferred[`natsMonitor${i}`] = 8221 + i;
@@ -204,13 +205,19 @@ async function launch(
 
   const adminHost = env.ADMIN_HOST ?? '127.0.0.1';
   const adminUrl = `http://${adminHost === '0.0.0.0' ? '127.0.0.1' : adminHost}:${ports.admin}`;
-  const adminEnv = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ...natsCredentials('admin'), SPATE_SECRET_KEY: secretKey, ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas), PIPELINE_REPLICAS: String(replicas) };
+  // The live page (admin's GET /) reads every ingest node's and worker's /metrics.
+  const host = env.CAPTURE_HOST ?? '127.0.0.1';
+  const reachableHost = host === '0.0.0.0' ? '127.0.0.1' : host;
+  const metricsUrls = [
+    ...Array.from({ length: options.ingest }, (_, i) => `http://${reachableHost}:${ports[`ingestMetrics${i + 1}`]}`),
+    ...Array.from({ length: options.workers }, (_, i) => `http://127.0.0.1:${ports[`worker${i + 1}`]}`),
+  ];
+  const adminEnv = { ...env, CLUSTER_METRICS_URLS: metricsUrls.join(','), DATABASE_URL: databaseUrl, NATS_URL: natsUrl, ...natsCredentials('admin'), SPATE_SECRET_KEY: secretKey, ADMIN_PORT: String(ports.admin), ADMIN_HOST: adminHost, PROJECTS_KV_REPLICAS: String(replicas), PIPELINE_REPLICAS: String(replicas) };
   track('admin', supervised({ name: 'admin', ...nodeCommand('../../admin/main'), env: adminEnv, exitWithLauncher: 'lifeline' }), { port: ports.admin });
 
   // Ingest nodes share one port: the launcher binds the socket and every node (restarts too)
   // inherits it as fd 3 and accepts from it (Node 20 cannot listen with SO_REUSEPORT).
-  const host = env.CAPTURE_HOST ?? '127.0.0.1';
-  const captureUrl = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${ports.capture}`;
+  const captureUrl = `http://${reachableHost}:${ports.capture}`;
   const captureSocket = bindCaptureSocket(host, ports.capture!);
   held.push(captureSocket);
   const ingestEnv = {
@@ -223,8 +230,15 @@ async function launch(
     STREAM_REPLICAS: String(replicas),
   };
   for (let i = 1; i <= options.ingest; i++) {
-    const spec = { name: `ingest-${i}`, ...nodeCommand('../../ingest/main'), env: ingestEnv, inheritFds: [captureSocket.fd], exitWithLauncher: 'lifeline' as const };
-    track('ingest', supervised(spec), { port: ports.capture });
+    const metricsPort = ports[`ingestMetrics${i}`]!;
+    const spec = {
+      name: `ingest-${i}`,
+      ...nodeCommand('../../ingest/main'),
+      env: { ...ingestEnv, INGEST_METRICS_PORT: String(metricsPort) },
+      inheritFds: [captureSocket.fd],
+      exitWithLauncher: 'lifeline' as const,
+    };
+    track('ingest', supervised(spec), { port: ports.capture, metricsPort });
   }
   await waitFor(`ingest at ${captureUrl}`, async () => (await fetch(`${captureUrl}/_ready`).catch(() => undefined))?.ok === true, 60_000);
 

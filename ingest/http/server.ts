@@ -19,6 +19,8 @@ export interface ServerDeps {
   /** Refreshes gauges read at scrape time. */
   beforeScrape(): void;
   connection: ConnectionOptions;
+  /** Serve only /metrics, /_health and /_ready (INGEST_METRICS_PORT): no capture, no SDK calls. */
+  operationsOnly?: boolean;
 }
 
 export interface HttpServer {
@@ -41,9 +43,11 @@ export async function listenHttp(at: ListenAt, deps: ServerDeps): Promise<HttpSe
   const route = (exchange: Exchange) => {
     const url = exchange.path;
     const path = url.length > 1 && url.endsWith('/') ? url.slice(0, -1) : url;
-    const captureRoute = CAPTURE_ROUTES.get(path);
-    if (captureRoute) return handleCapture(deps.capture, captureRoute, exchange);
-    if (handleSdkConfig(deps.capture, deps.sdkConfig, path, exchange)) return;
+    if (!deps.operationsOnly) {
+      const captureRoute = CAPTURE_ROUTES.get(path);
+      if (captureRoute) return handleCapture(deps.capture, captureRoute, exchange);
+      if (handleSdkConfig(deps.capture, deps.sdkConfig, path, exchange)) return;
+    }
     switch (path) {
       case '/_health':
         return exchange.answer({ status: 200, body: '{"status":"ok"}' });
