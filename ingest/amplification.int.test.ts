@@ -71,6 +71,19 @@ describe('compressed amplification', () => {
     expect((await post(`${h.url}/batch/`, gz, { 'content-encoding': 'gzip' })).status).toBe(200);
   });
 
+  it('amplification - concurrent small gzip requests, as browsers send them, are all stored within the default budget', async () => {
+    // Each request's decoded grant is what its body decodes to, not a share of the whole budget:
+    // when gunzip first asked for MAX_DECOMPRESSED_BYTES, two or three gzip requests in flight
+    // held the default 96 MiB between them and the rest got 503.
+    await using h = await startIngestHarness({}, { [KEY]: 1 });
+    const body = (n: number) =>
+      gzipSync(JSON.stringify({ api_key: KEY, batch: Array.from({ length: 20 }, (_, i) => ({ event: 'browser', distinct_id: `b${n}`, properties: { $current_url: 'https://example.com/', i } })) }));
+    const answers = await Promise.all(Array.from({ length: 64 }, (_, n) => post(`${h.url}/e/`, body(n), { 'content-type': 'text/plain' })));
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+    expect((await h.events('events')).filter((e) => e.event === 'browser')).toHaveLength(64 * 20);
+    expect(await h.metric('spate_ingest_inflight_bytes')).toBe(0);
+  });
+
   it('amplification - the parse queue is bounded: past PARSE_QUEUE_MAX, 503 with Retry-After, and the rest are stored', async () => {
     await using h = await startIngestHarness({ PARSE_THREADS: '1', PARSE_QUEUE_MAX: '1', RETRY_AFTER_SECONDS: '3' }, { [KEY]: 1 });
     const body = (n: number) => gzipSync(JSON.stringify({ api_key: KEY, batch: Array.from({ length: 20_000 }, (_, i) => ({ event: 'queued', distinct_id: `q${n}-${i % 50}` })) }));

@@ -19,8 +19,8 @@ export interface DecodeInput {
    * false: the node is at its budget (503 overloaded). Absent: nothing is counted.
    */
   reserve?: (bytes: number) => boolean;
-  /** Bytes the budget has free now (a hint for how much to ask for). */
-  budgetFree?: () => number;
+  /** Gives back bytes taken with `reserve` that turned out not to be needed. */
+  unreserve?: (bytes: number) => void;
 }
 
 type Compression = 'gzip' | 'lz64' | 'base64' | undefined;
@@ -98,25 +98,44 @@ function lzString(bytes: Uint8Array, limit: number, reserve: (bytes: number) => 
   return out;
 }
 
+/** Deflate cannot expand more than ~1032:1, so no gzip body decodes past this many times its size. */
+const GZIP_MAX_RATIO = 1032;
+
+/**
+ * The decoded size to reserve first: the gzip trailer's ISIZE (the decoded size of a one-member
+ * gzip, as SDKs send), at most what the body could decode to, at least 64 KiB. Only a hint: the
+ * output is held to what was reserved, and a body that lied is decoded again with more.
+ */
+function firstGunzipAllowance(bytes: Uint8Array, limit: number): number {
+  const isize = bytes.length >= 18 ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).readUInt32LE(bytes.length - 4) : 0;
+  const most = Math.min(limit, bytes.length * GZIP_MAX_RATIO + 1024);
+  return Math.min(most, Math.max(64 * 1024, isize + 1));
+}
+
 /**
  * Gunzip bounded by what it may allocate: at most `limit`, and never more than the in-flight
- * budget grants. The grant is taken before decoding (gunzipSync stops at maxOutputLength
- * without allocating past it); what the output did not use goes back with the request.
+ * budget grants. The grant is taken before decoding (gunzipSync stops at maxOutputLength without
+ * allocating past it) and sized to what this body decodes to, so small gzip requests, which
+ * every browser SDK sends, hold what they use and not a share of the whole budget; what the output
+ * did not use goes back at once. A body whose trailer understates its size is decoded again with
+ * twice the grant: at most about twice the work of decoding it once.
  */
-function gunzip(bytes: Uint8Array, limit: number, reserve: (bytes: number) => boolean, free: () => number): Buffer {
-  let allowance = limit;
-  while (!reserve(allowance)) {
-    // Take what is free (a little at least), in halving steps: the budget is shared.
-    allowance = Math.floor(Math.min(allowance / 2, Math.max(free(), 0)));
-    if (allowance < 64 * 1024) throw overloaded();
-  }
-  try {
-    return gunzipSync(bytes, { maxOutputLength: allowance });
-  } catch (err) {
-    if (err instanceof RangeError || (err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
-      throw allowance < limit ? overloaded() : tooLarge(limit, { cause: err });
+function gunzip(bytes: Uint8Array, limit: number, reserve: (bytes: number) => boolean, unreserve: (bytes: number) => void): Buffer {
+  for (let allowance = firstGunzipAllowance(bytes, limit); ; allowance = Math.min(limit, allowance * 2)) {
+    if (!reserve(allowance)) throw overloaded();
+    let out: Buffer;
+    try {
+      out = gunzipSync(bytes, { maxOutputLength: allowance });
+    } catch (err) {
+      unreserve(allowance);
+      if (!(err instanceof RangeError || (err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE')) {
+        throw new CaptureError('invalid_payload', 'failed to decode request: invalid gzip data', {}, { cause: err });
+      }
+      if (allowance >= limit) throw tooLarge(limit, { cause: err });
+      continue;
     }
-    throw new CaptureError('invalid_payload', 'failed to decode request: invalid gzip data', {}, { cause: err });
+    unreserve(allowance - out.length);
+    return out;
   }
 }
 
@@ -176,8 +195,9 @@ export function decodePayload(input: DecodeInput): Uint8Array | string {
   }
 
   const reserve = input.reserve ?? (() => true);
+  const unreserve = input.unreserve ?? (() => undefined);
   if (isGzip(payload)) {
-    payload = gunzip(payload, input.maxDecompressedBytes, reserve, input.budgetFree ?? (() => input.maxDecompressedBytes));
+    payload = gunzip(payload, input.maxDecompressedBytes, reserve, unreserve);
   } else if (hint === 'lz64') {
     return lzString(payload, input.maxDecompressedBytes, reserve);
   } else if (hint === 'base64' && !decodedBase64) {

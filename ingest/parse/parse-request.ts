@@ -86,8 +86,8 @@ export interface ParseOptions {
   transferable: boolean;
   /** Takes bytes from the node's in-flight budget before decoded or output bytes are allocated. */
   reserve?: (bytes: number) => boolean;
-  /** Bytes the budget has free now. */
-  budgetFree?: () => number;
+  /** Gives back bytes taken with `reserve` that were not needed after all. */
+  unreserve?: (bytes: number) => void;
 }
 
 export function parseCaptureRequest(
@@ -106,7 +106,7 @@ export function parseCaptureRequest(
     legacyPath: LEGACY_ROUTES.has(meta.route),
     maxDecompressedBytes: limits.maxDecompressedBytes,
     reserve: options.reserve,
-    budgetFree: options.budgetFree,
+    unreserve: options.unreserve,
   });
   const envelope = readEnvelope(payload, SCAN_MIN_BYTES, limits.maxNestingDepth ?? DEFAULT_MAX_NESTING_DEPTH, limits.maxEventsPerRequest ?? DEFAULT_MAX_EVENTS);
   if (envelope.count === 0) throw new CaptureError('empty_batch');

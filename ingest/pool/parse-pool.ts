@@ -81,7 +81,11 @@ export class ParsePool {
   parse(body: Uint8Array, meta: RequestMeta, reservation = new Reservation(this.budget)): ParsedRequest | Promise<ParsedRequest> {
     if (body.length <= this.options.inlineMaxBytes && isPlainJsonRequest(body, meta.query, meta.contentEncoding)) {
       this.parsedInline.inc();
-      return parseCaptureRequest(body, meta, this.options.limits, this.registry.lookup, { transferable: false, reserve: (n) => reservation.grow(n) });
+      return parseCaptureRequest(body, meta, this.options.limits, this.registry.lookup, {
+        transferable: false,
+        reserve: (n) => reservation.grow(n),
+        unreserve: (n) => void reservation.resize(reservation.held - n),
+      });
     }
     this.parsedInThread.inc();
     return this.parseInThread(body, meta, reservation);

@@ -24,8 +24,11 @@ export default async function parseInThread(task: ParseTask): Promise<ParseTaskR
       Atomics.add(reserved, 0, BigInt(bytes));
       return true;
     };
-    const budgetFree = () => budget.limit - budget.usedBytes;
-    const parsed = toWire(parseCaptureRequest(body, task.meta, task.limits, replica.lookup, { transferable: true, reserve, budgetFree }));
+    const unreserve = (bytes: number) => {
+      Atomics.sub(reserved, 0, BigInt(bytes));
+      budget.release(bytes);
+    };
+    const parsed = toWire(parseCaptureRequest(body, task.meta, task.limits, replica.lookup, { transferable: true, reserve, unreserve }));
     const result: ParseTaskResult = { ok: true, parsed };
     return move({
       get [transferableSymbol]() {
