@@ -1,0 +1,79 @@
+// `npx tsx bench/exports/parquet-writers.ts [N]`: the Parquet writer for S3 exports, chosen by
+// this measurement (docs/exports.md): hyparquet-writer (pure JS) against parquet-wasm (arrow-rs
+// through apache-arrow IPC), the same N event rows, the same codecs, one process, one after the other.
+import { randomUUID } from 'node:crypto';
+import { gzipSync, brotliCompressSync, constants } from 'node:zlib';
+import { tableFromArrays, tableToIPC } from 'apache-arrow';
+import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
+import * as pw from 'parquet-wasm';
+
+const n = Number(process.argv[2] ?? 200_000);
+const base = Date.parse('2026-11-25T00:00:00Z');
+const rows = Array.from({ length: n }, (_, i) => ({
+  uuid: randomUUID(),
+  event: `event_${i % 20}`,
+  properties: JSON.stringify({ $current_url: `https://example.com/p/${i % 500}`, plan: i % 3 ? 'free' : 'pro', i, $browser: 'Chrome' }),
+  distinct_id: `user-${i % 20_000}`,
+  person_id: randomUUID(),
+  timestamp: (base + i * 10) * 1000,
+  created_at: (base + i * 10 + 5) * 1000,
+}));
+
+function columns() {
+  return {
+    uuid: rows.map((r) => r.uuid),
+    event: rows.map((r) => r.event),
+    properties: rows.map((r) => r.properties),
+    distinct_id: rows.map((r) => r.distinct_id),
+    person_id: rows.map((r) => r.person_id),
+    timestamp: rows.map((r) => BigInt(r.timestamp)),
+    created_at: rows.map((r) => BigInt(r.created_at)),
+  };
+}
+
+function hyparquet(codec: 'SNAPPY' | 'GZIP' | 'BROTLI'): number {
+  const c = columns();
+  const writer = new ByteWriter();
+  const pq = new ParquetWriter({
+    writer,
+    schema: [
+      { name: 'root', num_children: 7 },
+      { name: 'uuid', type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'REQUIRED' },
+      { name: 'event', type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'REQUIRED' },
+      { name: 'properties', type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'OPTIONAL' },
+      { name: 'distinct_id', type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'REQUIRED' },
+      { name: 'person_id', type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'OPTIONAL' },
+      { name: 'timestamp', type: 'INT64', converted_type: 'TIMESTAMP_MICROS', repetition_type: 'REQUIRED' },
+      { name: 'created_at', type: 'INT64', converted_type: 'TIMESTAMP_MICROS', repetition_type: 'REQUIRED' },
+    ],
+    codec,
+    compressors: { GZIP: (b) => gzipSync(b, { level: 6 }), BROTLI: (b) => brotliCompressSync(b, { params: { [constants.BROTLI_PARAM_QUALITY]: 5 } }) },
+  });
+  const columnData = Object.entries(c).map(([name, data]) => ({ name, data }));
+  pq.write({ columnData, rowGroupSize: 100_000 });
+  pq.finish();
+  return writer.getBytes().length;
+}
+
+function wasm(codec: 'SNAPPY' | 'GZIP' | 'BROTLI' | 'ZSTD'): number {
+  const c = columns();
+  const table = tableFromArrays({ ...c, timestamp: BigInt64Array.from(c.timestamp), created_at: BigInt64Array.from(c.created_at) });
+  const props = new pw.WriterPropertiesBuilder().setCompression(pw.Compression[codec]).setMaxRowGroupSize(100_000).build();
+  return pw.writeParquet(pw.Table.fromIPCStream(tableToIPC(table, 'stream')), props).length;
+}
+
+for (const [name, run] of [
+  ['hyparquet-writer SNAPPY', () => hyparquet('SNAPPY')],
+  ['parquet-wasm SNAPPY', () => wasm('SNAPPY')],
+  ['hyparquet-writer GZIP', () => hyparquet('GZIP')],
+  ['parquet-wasm GZIP', () => wasm('GZIP')],
+  ['hyparquet-writer BROTLI', () => hyparquet('BROTLI')],
+  ['parquet-wasm BROTLI', () => wasm('BROTLI')],
+  ['parquet-wasm ZSTD', () => wasm('ZSTD')],
+] as const) {
+  run(); // warm-up
+  const t0 = performance.now();
+  const bytes = run();
+  const s = (performance.now() - t0) / 1000;
+  console.log(`${name.padEnd(26)} ${Math.round(n / s).toLocaleString('en-US').padStart(10)} rows/s  ${(bytes / 1e6).toFixed(1)} MB`);
+}
