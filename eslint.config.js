@@ -95,6 +95,22 @@ export default tseslint.config(
     },
   },
   {
+    // Files in a role's own sub-folders (exports/destinations/…) may import the rest of their role.
+    files: ['workers/*/*/**/*.ts'],
+    ignores: ['**/*.test.ts', 'workers/coordination/**', 'workers/migrations/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            ...deployablePatterns('workers'),
+            { group: ['../../*.js', '../../[a-z]*/**', '!../../coordination/index.js'], message: 'A role imports only the coordination, through coordination/index.js.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['workers/coordination/**/*.ts'],
     ignores: ['**/*.test.ts'],
     rules: {

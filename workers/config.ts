@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { configHelp, envBytes, envDuration, envInt, envString, loadConfig, natsAuthSettings, secretKeySettings, setting, type ConfigOf } from '../lib/index.js';
+import { configHelp, envBool, envBytes, envDuration, envInt, envString, loadConfig, natsAuthSettings, secretKeySettings, setting, type ConfigOf } from '../lib/index.js';
 
 export const workerConfigDefinition = {
   natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated'),
@@ -58,6 +58,39 @@ export const workerConfigDefinition = {
   ),
   personCacheSize: setting('WORKER_PERSON_CACHE_SIZE', envInt(200_000, 0), 'persons kept in memory (validated against Postgres every batch)'),
   dbPoolSize: setting('WORKER_DB_POOL_SIZE', envInt(20, 2), 'PostgreSQL connections of this worker for batches (two more write groups)'),
+  exports: setting(
+    'WORKER_EXPORTS',
+    envBool(true),
+    'run batch exports in this worker (docs/exports.md); false leaves them to the other workers of the cluster',
+  ),
+  exportEgressAllow: setting(
+    'EXPORT_EGRESS_ALLOW',
+    envString(''),
+    'non-public addresses export destinations may reach, comma-separated: loopback, private (private, link-local and reserved ranges) and CIDR ranges; empty: public addresses only (npm start sets loopback)',
+  ),
+  exportGrace: setting('EXPORT_GRACE', envDuration('30s'), 'a scheduled run for [start, end) starts this long after end'),
+  exportRetryBackoff: setting('EXPORT_RETRY_BACKOFF', envDuration('30s'), 'wait before the first retry of a run that failed for a reason of the moment; doubled for each further one'),
+  exportRetryMaxBackoff: setting('EXPORT_RETRY_MAX_BACKOFF', envDuration('2m'), 'longest wait between retries of a run'),
+  exportRetryAttempts: setting('EXPORT_RETRY_ATTEMPTS', envInt(10, 1), 'attempts of a run before it is Failed (a failure that cannot pass by itself fails at once)'),
+  exportAutoPause: setting(
+    'EXPORT_AUTO_PAUSE',
+    z
+      .string()
+      .regex(/^(\d+)\/(\d+)$/, 'N/M, e.g. 10/50')
+      .default('10/50')
+      .transform((v) => {
+        const [failures, of] = v.split('/').map(Number) as [number, number];
+        return { failures, of };
+      }),
+    'pause an export when N of its last M scheduled runs Failed (0/M: never), as PostHog does',
+  ),
+  exportBackfillSkew: setting(
+    'EXPORT_BACKFILL_SKEW',
+    envDuration('10m'),
+    'a backfill of [start, end) reads events that arrived from start minus this on (events stamped later than they arrived, by client clocks)',
+  ),
+  exportReadBytes: setting('EXPORT_READ_BYTES', envBytes('16MiB'), 'bytes a run pulls from PROCESSED at once (with the S3 upload parts, what bounds a run\'s memory)'),
+  exportDbPoolSize: setting('EXPORT_DB_POOL_SIZE', envInt(4, 2), 'PostgreSQL connections of the exports role (its state, the persons model)'),
 };
 
 export type WorkerConfig = ConfigOf<typeof workerConfigDefinition>;
@@ -67,7 +100,7 @@ export function loadWorkerConfig(env: Readonly<Record<string, string | undefined
 }
 
 export function workerHelp(): string {
-  return configHelp('spate worker — per-shard person, alias and group processing (node dist/workers/main.js)', workerConfigDefinition);
+  return configHelp('spate worker — per-shard person, alias and group processing and batch exports (node dist/workers/main.js)', workerConfigDefinition);
 }
 
 /** A worker id that is unique per process and readable in logs: host-pid-random. */

@@ -24,12 +24,14 @@ import {
   ShardCoordinator,
   startStatusServer,
 } from './coordination/index.js';
+import { startExports, type ExportClock, type ExportsRole } from './exports/index.js';
 import { migrateWorkerSchema } from './migrate.js';
 import { startPersons, type PersonsRole, type WorkerFaults } from './persons/index.js';
 
 export { loadWorkerConfig, workerConfigDefinition, workerHelp, type WorkerConfig } from './config.js';
 export { assignShards, EventHooks, WORKERS_BUCKET, type BeforePersonsHook, type HookBatch, type HookedEvent } from './coordination/index.js';
 export { CONSUMED_STREAMS, personUuidFor, WARNING_TYPES, type WarningType, type WorkerFaults } from './persons/index.js';
+export { EXPORT_LEASES, shiftedClock, type ExportClock } from './exports/index.js';
 
 export interface WorkerDeps {
   logger?: Logger;
@@ -38,6 +40,8 @@ export interface WorkerDeps {
   /** Hooks run on each batch's events before person processing; by default none (a role adds its own). */
   eventHooks?: EventHooks;
   faults?: WorkerFaults;
+  /** The export runner's clock (tests shift it to reach an interval's end sooner); real time by default. */
+  exportClock?: ExportClock;
 }
 
 export interface Worker {
@@ -46,6 +50,8 @@ export interface Worker {
   readonly statusUrl: string;
   readonly metrics: { readonly registry: Registry };
   ownedShards(): number[];
+  /** Batch exports whose lease this worker holds (none with WORKER_EXPORTS=false). */
+  heldExports(): string[];
   ready(): boolean;
   /** Ordered and idempotent: leave the cluster, finish and commit batches in flight, free leases, drain NATS, close Postgres. */
   stop(): Promise<void>;
@@ -59,6 +65,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   let stage = 'starting';
   let coordinator: ShardCoordinator | undefined;
   let persons: PersonsRole | undefined;
+  let exports: ExportsRole | undefined;
   let stopping = false;
 
   const status = await startStatusServer(config.metricsHost, config.metricsPort, registry, () => ({
@@ -70,6 +77,8 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   const ownNats = deps.nc === undefined;
   const nc = deps.nc ?? (await connectNats(config.natsUrl, `spate-worker-${workerId}`, natsAuthOf(config)));
   const fail = async (err: unknown): Promise<never> => {
+    await coordinator?.stop().catch(() => undefined);
+    await exports?.stop().catch(() => undefined);
     await persons?.stop().catch(() => undefined);
     if (ownNats) await nc.close().catch(() => undefined);
     await status.close();
@@ -137,6 +146,26 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       logger,
       coordinationMetrics,
     );
+    if (config.exports) {
+      exports = await startExports(
+        {
+          workerId,
+          databaseUrl: config.databaseUrl,
+          dbPoolSize: config.exportDbPoolSize,
+          natsReplicas: config.natsReplicas,
+          egressAllow: config.exportEgressAllow,
+          readBytes: config.exportReadBytes,
+          graceMs: config.exportGrace,
+          retryBackoffMs: config.exportRetryBackoff,
+          retryMaxBackoffMs: config.exportRetryMaxBackoff,
+          retryAttempts: config.exportRetryAttempts,
+          autoPause: config.exportAutoPause,
+          backfillSkewMs: config.exportBackfillSkew,
+          pollMs: 1_000,
+        },
+        { nc, js: jetstream(nc), jsm, registry, logger, coordinator, clock: deps.exportClock },
+      );
+    }
     await coordinator.start();
     stage = 'running';
     logger.info({ shards: coordinator.ownedShards() }, 'worker running');
@@ -152,6 +181,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       logger.info('stopping: leaving the cluster and finishing batches in flight');
       await coordinator?.stop().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'leaving the cluster failed'));
       if (ownNats) await nc.drain().catch(() => undefined);
+      await exports?.stop().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'cleanup failed'));
       await persons?.stop().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'cleanup failed'));
       await status.close();
       stage = 'stopped';
@@ -163,6 +193,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     statusUrl: status.url,
     metrics: { registry },
     ownedShards: () => coordinator?.ownedShards() ?? [],
+    heldExports: () => exports?.held() ?? [],
     ready: () => stage === 'running' && !stopping,
     stop,
   };

@@ -1,13 +1,21 @@
 // Entry point of a worker process (`node dist/workers/main.js`): the shared start-up shell
 // (lib/process-shell.ts) around startWorker.
 import { runDeployable } from '../lib/index.js';
-import { loadWorkerConfig, startWorker, workerHelp, type WorkerFaults } from './index.js';
+import { loadWorkerConfig, shiftedClock, startWorker, workerHelp, type WorkerFaults } from './index.js';
+
+// Tests only: the export runner's clock runs this far ahead, so an interval's end comes sooner.
+const clockOffset = Number(process.env.SPATE_TEST_EXPORT_CLOCK_OFFSET_MS ?? 0);
 
 await runDeployable({
   name: 'worker',
   help: workerHelp,
   loadConfig: loadWorkerConfig,
-  start: (config, { log }) => startWorker(config, { logger: log, faults: testFaults(process.env.SPATE_TEST_FAULT) }),
+  start: (config, { log }) =>
+    startWorker(config, {
+      logger: log,
+      faults: testFaults(process.env.SPATE_TEST_FAULT),
+      exportClock: Number.isFinite(clockOffset) && clockOffset !== 0 ? shiftedClock(clockOffset) : undefined,
+    }),
 });
 
 /**

@@ -193,7 +193,7 @@ export async function writeBatch(
            AS x(uuid uuid, project_id int, properties jsonb, is_identified bool, created_at timestamptz, version int8)
        ON CONFLICT (uuid) DO NOTHING RETURNING 1),
      upd_p AS (
-       UPDATE persons p SET properties = u.properties, is_identified = u.is_identified, created_at = u.created_at, version = u.version
+       UPDATE persons p SET properties = u.properties, is_identified = u.is_identified, created_at = u.created_at, version = u.version, updated_at = now()
        FROM json_to_recordset($2::json)
          AS u(uuid uuid, properties jsonb, is_identified bool, created_at timestamptz, version int8, expected int8)
        WHERE p.uuid = u.uuid AND p.version = u.expected RETURNING 1),
@@ -201,7 +201,7 @@ export async function writeBatch(
        DELETE FROM persons p USING unnest($3::uuid[], $4::int8[]) AS d(uuid, expected)
        WHERE p.uuid = d.uuid AND p.version = d.expected RETURNING 1),
      mv AS (
-       UPDATE person_distinct_ids pd SET person_uuid = m.to_uuid
+       UPDATE person_distinct_ids pd SET person_uuid = m.to_uuid, version = pd.version + 1, updated_at = now()
        FROM unnest($5::uuid[], $6::uuid[]) AS m(from_uuid, to_uuid)
        WHERE pd.person_uuid = m.from_uuid RETURNING 1),
      ins_d AS (

@@ -106,12 +106,13 @@ export class HttpDestination implements Destination {
     else this.egress.check(this.url.hostname, this.url.hostname.replace(/^\[|\]$/g, ''));
   }
 
-  async open(_run: unknown, signal: AbortSignal): Promise<DestinationWriter> {
-    return new HttpWriter(this, this.config.token, signal);
+  open(_run: unknown, signal: AbortSignal): Promise<DestinationWriter> {
+    return Promise.resolve(new HttpWriter(this, this.config.token, signal));
   }
 
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.agent.destroy();
+    return Promise.resolve();
   }
 }
 
@@ -140,8 +141,8 @@ class HttpWriter implements DestinationWriter {
     }
   }
 
-  async writePersons(): Promise<void> {
-    throw new ExportError('invalid_config', 'HTTP batch exports only support the events model');
+  writePersons(): Promise<void> {
+    return Promise.reject(new ExportError('invalid_config', 'HTTP batch exports only support the events model'));
   }
 
   private async flush(): Promise<void> {
@@ -163,7 +164,8 @@ class HttpWriter implements DestinationWriter {
     return { records: this.records, bytes: this.bytes, detail: `${this.requests} requests` };
   }
 
-  async abort(): Promise<void> {
+  abort(): Promise<void> {
     this.batch = [];
+    return Promise.resolve();
   }
 }

@@ -5,15 +5,19 @@ import type { Delivered, Destination, DestinationWriter } from './destination.js
 
 export class NoOpDestination implements Destination {
   readonly type = 'NoOp' as const;
-  async check(): Promise<void> {}
-  async open(): Promise<DestinationWriter> {
-    let records = 0;
-    return {
-      writeEvents: async (r: readonly ExportRecord[]) => void (records += r.length),
-      writePersons: async (r: readonly PersonRecord[]) => void (records += r.length),
-      commit: async (): Promise<Delivered> => ({ records, bytes: 0, detail: 'NoOp: nothing sent' }),
-      abort: async () => undefined,
-    };
+  check(): Promise<void> {
+    return Promise.resolve();
   }
-  async close(): Promise<void> {}
+  open(): Promise<DestinationWriter> {
+    let records = 0;
+    return Promise.resolve({
+      writeEvents: (r: readonly ExportRecord[]) => Promise.resolve(void (records += r.length)),
+      writePersons: (r: readonly PersonRecord[]) => Promise.resolve(void (records += r.length)),
+      commit: (): Promise<Delivered> => Promise.resolve({ records, bytes: 0, detail: 'NoOp: nothing sent' }),
+      abort: () => Promise.resolve(),
+    });
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
 }

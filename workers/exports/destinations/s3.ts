@@ -129,17 +129,22 @@ export class S3Destination implements Destination {
     }
   }
 
-  async open(run: RunTarget, signal: AbortSignal): Promise<DestinationWriter> {
-    const choice = formatChoice(this.config);
-    // Fails now, before anything is read, when the format or compression cannot be written.
-    openRecordFile(choice, new Transform(), run.model);
-    return new S3Writer(this.client, this.config, run, choice, signal);
+  open(run: RunTarget, signal: AbortSignal): Promise<DestinationWriter> {
+    try {
+      const choice = formatChoice(this.config);
+      // Fails now, before anything is read, when the format or compression cannot be written.
+      openRecordFile(choice, new Transform(), run.model);
+      return Promise.resolve(new S3Writer(this.client, this.config, run, choice, signal));
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
   }
 
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.client.destroy();
     this.agents.http.destroy();
     this.agents.https.destroy();
+    return Promise.resolve();
   }
 }
 

@@ -1,0 +1,84 @@
+// The batch exports as the admin server publishes them: the KV bucket spate-batch-exports,
+// watched (history included, so the first state is complete before the role starts leasing).
+import { Kvm, type KV } from '@nats-io/kv';
+import { BATCH_EXPORTS_BUCKET, type BatchExportRecord, type Logger, type NatsConnection } from '../../lib/index.js';
+
+export class ExportCatalog {
+  private readonly records = new Map<string, BatchExportRecord>();
+  private stopped = false;
+  private watcher: { stop(): void } | undefined;
+  private readonly listeners = new Set<(exportId: string) => void>();
+
+  private constructor(private readonly logger: Logger) {}
+
+  /** Opens (creating it if the admin server has not yet) the bucket and loads every record. */
+  static async open(nc: NatsConnection, replicas: number, logger: Logger): Promise<ExportCatalog> {
+    const catalog = new ExportCatalog(logger);
+    const kv = await new Kvm(nc).create(BATCH_EXPORTS_BUCKET, { history: 1, replicas });
+    await catalog.load(kv);
+    catalog.watch(kv);
+    return catalog;
+  }
+
+  private async load(kv: KV): Promise<void> {
+    const keys: string[] = [];
+    for await (const key of await kv.keys()) keys.push(key);
+    for (const key of keys) {
+      const entry = await kv.get(key);
+      if (entry?.operation === 'PUT') this.apply(key, entry.string());
+    }
+  }
+
+  private watch(kv: KV): void {
+    const loop = async () => {
+      while (!this.stopped) {
+        try {
+          const iter = await kv.watch({ key: '>' });
+          this.watcher = iter;
+          for await (const entry of iter) {
+            if (entry.operation === 'PUT') this.apply(entry.key, entry.string());
+            else this.remove(entry.key);
+          }
+        } catch (err) {
+          if (!this.stopped) this.logger.debug({ err: String(err) }, 'batch exports watch ended: restarting it');
+        }
+        if (!this.stopped) await new Promise((r) => setTimeout(r, 500));
+      }
+    };
+    void loop();
+  }
+
+  private apply(key: string, text: string): void {
+    try {
+      const record = JSON.parse(text) as BatchExportRecord;
+      if (record.id !== key || typeof record.team_id !== 'number') throw new Error('not a batch export record');
+      this.records.set(key, record);
+      for (const l of this.listeners) l(key);
+    } catch (err) {
+      this.logger.warn({ key, err: String(err) }, 'batch export record left out: not readable');
+    }
+  }
+
+  private remove(key: string): void {
+    if (!this.records.delete(key)) return;
+    for (const l of this.listeners) l(key);
+  }
+
+  get(exportId: string): BatchExportRecord | undefined {
+    return this.records.get(exportId);
+  }
+
+  ids(): string[] {
+    return [...this.records.keys()].sort();
+  }
+
+  onChange(listener: (exportId: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.watcher?.stop();
+  }
+}

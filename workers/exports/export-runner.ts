@@ -1,0 +1,325 @@
+// One batch export, run by the worker holding its lease (`export.<id>`): its runs one at a time
+// and in order — a run left unfinished (a crash, a lease that moved, a retry waiting), then the
+// scheduled intervals that are due (catching up after downtime), then backfill runs, oldest
+// first — each planned, delivered, committed and reported (docs/exports.md, "Runs").
+import type { JetStreamClient } from '@nats-io/jetstream';
+import type pg from 'pg';
+import type { BatchExportRecord, Logger } from '../../lib/index.js';
+import { errorText, OwnershipLostError, type Lease, type LeaseRunner } from '../coordination/index.js';
+import { watchBackfillRequests } from './backfill-requests.js';
+import type { ExportCatalog } from './catalog.js';
+import { createDestination, type Destination, type DestinationWriter, type RunTarget } from './destinations/index.js';
+import type { EgressPolicy } from './egress.js';
+import { asExportError, RunStopped } from './errors.js';
+import type { ExportMetrics } from './metrics.js';
+import { readPersons } from './persons-reader.js';
+import { keeps, planBackfill, planScheduled, type ExportClock, type RunPlan } from './plan.js';
+import type { ProcessedStream } from './processed-stream.js';
+import { eventFilter, exportRecordOf, pythonIso, type ExportRecord } from './records.js';
+import { RunReporter, runIdOf, type LogLevel } from './reports.js';
+import { RunStore, type ScheduleState, type StoredRun } from './run-store.js';
+import { alignedStart, dueAt, intervalMs, withinBounds } from './schedule.js';
+
+export interface ExportSettings {
+  graceMs: number;
+  retryBackoffMs: number;
+  retryMaxBackoffMs: number;
+  retryAttempts: number;
+  /** Pause an export after `failures` of its last `of` scheduled runs Failed (0: never). */
+  autoPause: { failures: number; of: number };
+  backfillSkewMs: number;
+  /** Longest idle wait between looks at the export (pause, new backfills). */
+  pollMs: number;
+  httpRetryBaseMs?: number;
+}
+
+export interface ExportRunnerDeps {
+  db: pg.Pool;
+  js: JetStreamClient;
+  stream: ProcessedStream;
+  catalog: ExportCatalog;
+  clock: ExportClock;
+  egress: EgressPolicy;
+  settings: ExportSettings;
+  metrics: ExportMetrics;
+  logger: Logger;
+  workerId: string;
+  instanceId: string;
+  /** The destination's config as the runner may use it (secrets decrypted). */
+  destinationConfig(record: BatchExportRecord): Record<string, unknown>;
+  /** End of the last completed scheduled interval per export (the lag metric). */
+  lastCompletedEnd: Map<string, number>;
+}
+
+type Job = { run: StoredRun } | { waitUntil: number };
+
+export function startExportRunner(lease: Lease, lost: (reason: string) => void, deps: ExportRunnerDeps): LeaseRunner {
+  const exportId = lease.name;
+  const controller = new AbortController();
+  let wake: (() => void) | undefined;
+  const poke = () => wake?.();
+  const unsubscribe = deps.catalog.onChange((id) => id === exportId && poke());
+  const runner = new ExportLoop(exportId, deps, controller.signal, (f) => (wake = f), poke);
+  const done = runner.run().catch((err: unknown) => {
+    if (err instanceof OwnershipLostError) lost(err.message);
+    else if (!controller.signal.aborted) {
+      deps.logger.error({ exportId, err: errorText(err) }, 'export runner failed: the lease is given up so another worker tries');
+      lost(errorText(err));
+    }
+  });
+  return {
+    stop: async () => {
+      const deleted = deps.catalog.get(exportId) === undefined;
+      controller.abort(new RunStopped(deleted ? 'deleted' : 'lease_lost'));
+      poke();
+      await done;
+      unsubscribe();
+      if (deleted) await runner.cancelAll().catch((err: unknown) => deps.logger.warn({ exportId, err: errorText(err) }, 'could not record the cancelled runs'));
+    },
+  };
+}
+
+class ExportLoop {
+  private store: RunStore;
+  private schedule: ScheduleState | undefined;
+  private reporter: RunReporter | undefined;
+
+  constructor(
+    private readonly exportId: string,
+    private readonly deps: ExportRunnerDeps,
+    private readonly signal: AbortSignal,
+    private readonly setWake: (wake: (() => void) | undefined) => void,
+    private readonly poke: () => void,
+  ) {
+    this.store = new RunStore(deps.db, exportId);
+  }
+
+  private get record(): BatchExportRecord | undefined {
+    return this.deps.catalog.get(this.exportId);
+  }
+
+  async run(): Promise<void> {
+    const first = this.record;
+    if (!first) return;
+    const { clock } = this.deps;
+    this.reporter = new RunReporter(this.deps.js, first.team_id, this.exportId, this.deps.instanceId);
+    this.schedule = await this.store.takeOver(first.team_id, this.deps.workerId, alignedStart(clock.now(), first.interval));
+    const backfills = watchBackfillRequests(this.deps.js, this.store, first.team_id, this.deps.logger, this.poke);
+    try {
+      while (!this.signal.aborted) {
+        const record = this.record;
+        if (!record) return;
+        const job = await this.nextJob(record);
+        if ('run' in job) await this.execute(job.run);
+        else await this.sleepUntil(job.waitUntil);
+      }
+    } finally {
+      await backfills.stop();
+    }
+  }
+
+  private sleepUntil(t: number): Promise<void> {
+    const ms = Math.max(10, Math.min(t - this.deps.clock.now(), this.deps.settings.pollMs));
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.setWake(done);
+      if (this.signal.aborted) done();
+    });
+  }
+
+  private async nextJob(record: BatchExportRecord): Promise<Job> {
+    const now = this.deps.clock.now();
+    const unfinished = await this.store.unfinishedRun();
+    if (unfinished) {
+      if (unfinished.status === 'FailedRetryable' && (unfinished.nextAttemptAt ?? 0) > now) return { waitUntil: unfinished.nextAttemptAt! };
+      return { run: unfinished };
+    }
+    const scheduled = await this.nextScheduled(record, now);
+    if (scheduled) return scheduled;
+    const backfill = (await this.store.pendingBackfills())[0];
+    if (backfill) {
+      const step = backfill.intervalSeconds * 1000;
+      const start = backfill.startAt + backfill.runsCreated * step;
+      const end = Math.min(start + step, backfill.endAt);
+      const run = await this.store.createRun({ id: runIdOf(this.exportId, backfill.id, start, end), backfillId: backfill.id, start, end });
+      return { run };
+    }
+    const schedule = this.schedule!;
+    return { waitUntil: dueAt(schedule.nextStart + intervalMs(record.interval), this.deps.settings.graceMs) };
+  }
+
+  /** The next scheduled run due, after moving past intervals that are skipped (paused, outside start_at/end_at). */
+  private async nextScheduled(record: BatchExportRecord, now: number): Promise<Job | undefined> {
+    const schedule = this.schedule!;
+    const length = intervalMs(record.interval);
+    // An interval changed since: go on from the next start aligned to the new one.
+    if (alignedStart(schedule.nextStart, record.interval) !== schedule.nextStart) {
+      schedule.nextStart = alignedStart(schedule.nextStart, record.interval) + length;
+      await this.store.skipTo(schedule.nextStart);
+    }
+    let next = schedule.nextStart;
+    while (dueAt(next + length, this.deps.settings.graceMs) <= now && (record.paused || !withinBounds(next + length, record))) next += length;
+    if (next !== schedule.nextStart) {
+      await this.log('INFO', `Skipped ${(next - schedule.nextStart) / length} interval(s) from ${pythonIso(new Date(schedule.nextStart))} (${record.paused ? 'paused' : 'outside start_at/end_at'})`);
+      schedule.nextStart = next;
+      await this.store.skipTo(next);
+    }
+    if (dueAt(next + length, this.deps.settings.graceMs) > now) return undefined;
+    const run = await this.store.createRun({ id: runIdOf(this.exportId, null, next, next + length), backfillId: null, start: next, end: next + length }, next + length);
+    schedule.nextStart = next + length;
+    await this.report(run, 'Starting');
+    return { run };
+  }
+
+  private async report(run: StoredRun, status: StoredRun['status'], extra: { records?: number; error?: string | null; cursor?: string; pause?: string } = {}): Promise<void> {
+    await this.reporter!.run({
+      backfill_id: run.backfillId,
+      data_interval_start: new Date(run.start).toISOString(),
+      data_interval_end: new Date(run.end).toISOString(),
+      status,
+      ...(extra.records !== undefined ? { records_completed: extra.records } : {}),
+      ...(extra.error !== undefined ? { latest_error: extra.error } : {}),
+      ...(extra.cursor !== undefined ? { cursor: extra.cursor } : {}),
+      ...(extra.pause !== undefined ? { pause_export: extra.pause } : {}),
+      updated_at: new Date().toISOString(),
+    });
+  }
+
+  private async log(level: LogLevel, message: string, run?: StoredRun): Promise<void> {
+    const prefix = run ? `[${pythonIso(new Date(run.start))}, ${pythonIso(new Date(run.end))})${run.backfillId ? ` backfill ${run.backfillId}` : ''}: ` : '';
+    await this.reporter!.log(level, prefix + message, run?.id).catch((err: unknown) => this.deps.logger.warn({ exportId: this.exportId, err: errorText(err) }, 'could not publish an export log entry'));
+  }
+
+  private async plan(run: StoredRun, record: BatchExportRecord): Promise<RunPlan> {
+    if (run.plan) return run.plan;
+    const { stream, clock, settings } = this.deps;
+    let plan: RunPlan;
+    if (record.model === 'persons') {
+      plan = run.backfillId === null ? { kind: 'persons', fromMs: clock.toReal(run.start), toMs: clock.toReal(run.end) } : { kind: 'persons', fromMs: null, toMs: run.end };
+    } else if (run.backfillId === null) {
+      plan = await planScheduled(stream, this.store, record.team_id, run, this.schedule!, clock);
+    } else {
+      plan = await planBackfill(stream, this.store, record.team_id, run, settings.backfillSkewMs);
+    }
+    await this.store.savePlan(run, plan);
+    if (run.backfillId === null && plan.kind === 'events') Object.assign(this.schedule!, { chainEnd: run.end, chainSeq: plan.lastSeq });
+    run.plan = plan;
+    return plan;
+  }
+
+  private async execute(run: StoredRun): Promise<void> {
+    const record = this.record;
+    if (!record) return;
+    const { metrics, settings } = this.deps;
+    const type = record.destination.type;
+    const attempt = await this.store.markRunning(run.id);
+    await this.report(run, 'Running');
+    const started = performance.now();
+    let destination: Destination | undefined;
+    try {
+      const plan = await this.plan(run, record);
+      const config = this.deps.destinationConfig(record);
+      destination = createDestination(record, config, { egress: this.deps.egress, httpRetryBaseMs: settings.httpRetryBaseMs });
+      await destination.check(this.signal);
+      const target: RunTarget = { exportId: this.exportId, teamId: record.team_id, model: record.model, start: new Date(run.start), end: new Date(run.end), backfillId: run.backfillId, runId: run.id };
+      const writer = await destination.open(target, this.signal);
+      let read: { read: number; kept: number };
+      try {
+        read = await this.deliver(plan, record, config, writer);
+      } catch (err) {
+        await writer.abort(err).catch(() => undefined);
+        throw err;
+      }
+      const delivered = await writer.commit();
+      await this.store.finish(run.id, { status: 'Completed', records: delivered.records, bytes: delivered.bytes });
+      const cursor = plan.kind === 'events' ? { first_seq: plan.firstSeq, last_seq: plan.lastSeq, bytes_exported: delivered.bytes } : { bytes_exported: delivered.bytes };
+      await this.report(run, 'Completed', { records: delivered.records, cursor: JSON.stringify(cursor) });
+      await this.log('INFO', `Completed: ${delivered.records} records, ${delivered.bytes} bytes (${delivered.detail}); read ${read.read} events${plan.kind === 'events' ? ` at PROCESSED sequences ${plan.firstSeq}..${plan.lastSeq}` : ''}`, run);
+      metrics.runs.inc({ destination: type, status: 'Completed' });
+      metrics.records.inc({ destination: type }, delivered.records);
+      metrics.bytes.inc({ destination: type }, delivered.bytes);
+      if (run.backfillId === null) this.deps.lastCompletedEnd.set(this.exportId, this.deps.clock.toReal(run.end));
+    } catch (err) {
+      if (this.signal.aborted || err instanceof OwnershipLostError) {
+        // Stopped from outside: a run of a deleted export is cancelled by stop(); any other is left
+        // for the lease's next holder, which resumes it from its stored plan.
+        if (err instanceof OwnershipLostError) throw err;
+        return;
+      }
+      const failure = asExportError(err);
+      const message = failure.message.replace(/\u0000/g, '');
+      if (failure.retryable && attempt < settings.retryAttempts) {
+        const backoff = Math.min(settings.retryMaxBackoffMs, settings.retryBackoffMs * 2 ** (attempt - 1));
+        await this.store.finish(run.id, { status: 'FailedRetryable', error: message, nextAttemptAt: this.deps.clock.now() + backoff });
+        await this.report(run, 'FailedRetryable', { error: message });
+        await this.log('WARNING', `Attempt ${attempt} failed (${failure.code}): ${message}; trying again in ${Math.round(backoff / 1000)} s`, run);
+        metrics.runs.inc({ destination: type, status: 'FailedRetryable' });
+      } else {
+        await this.store.finish(run.id, { status: 'Failed', error: message });
+        const pause = run.backfillId === null ? await this.pauseReason() : undefined;
+        await this.report(run, 'Failed', { error: message, ...(pause ? { pause } : {}) });
+        await this.log('ERROR', `Failed (${failure.code}${failure.retryable ? `, after ${attempt} attempts` : ''}): ${message}`, run);
+        if (pause) await this.log('ERROR', `Pausing the export: ${pause}`);
+        metrics.runs.inc({ destination: type, status: 'Failed' });
+      }
+    } finally {
+      metrics.runSeconds.observe({ destination: type }, (performance.now() - started) / 1000);
+      await destination?.close().catch(() => undefined);
+    }
+  }
+
+  /** PostHog's rule: pause when `failures` of the last `of` scheduled runs failed. */
+  private async pauseReason(): Promise<string | undefined> {
+    const { failures, of } = this.deps.settings.autoPause;
+    if (failures <= 0) return undefined;
+    const statuses = await this.store.recentScheduledStatuses(of);
+    const failed = statuses.filter((s) => s === 'Failed').length;
+    return failed >= failures ? `${failed} of the last ${statuses.length} scheduled runs failed (limit ${failures} of ${of})` : undefined;
+  }
+
+  /** Reads what the plan covers and hands it to the writer; returns how many events were read and kept. */
+  private async deliver(plan: RunPlan, record: BatchExportRecord, config: Record<string, unknown>, writer: DestinationWriter): Promise<{ read: number; kept: number }> {
+    if (plan.kind === 'persons') {
+      let kept = 0;
+      for await (const page of readPersons(this.deps.db, record.team_id, plan.fromMs, plan.toMs, this.signal)) {
+        kept += page.length;
+        await writer.writePersons(page);
+      }
+      return { read: kept, kept };
+    }
+    const wanted = eventFilter(config);
+    let read = 0;
+    let kept = 0;
+    let batch: ExportRecord[] = [];
+    for await (const msg of this.deps.stream.read(record.team_id, plan.firstSeq, plan.lastSeq, this.signal)) {
+      for (const line of msg.lines) {
+        const r = exportRecordOf(line, msg.timeUs, msg.seq);
+        if (!r) continue;
+        read++;
+        if (keeps(plan, r) && wanted(r.event)) batch.push(r);
+      }
+      if (batch.length >= 1_000) {
+        kept += batch.length;
+        await writer.writeEvents(batch);
+        batch = [];
+      }
+    }
+    if (batch.length > 0) {
+      kept += batch.length;
+      await writer.writeEvents(batch);
+    }
+    this.signal.throwIfAborted();
+    return { read, kept };
+  }
+
+  /** The export was deleted: its unfinished runs are Cancelled. */
+  async cancelAll(): Promise<void> {
+    if (!this.reporter) return;
+    for (const run of await this.store.cancelUnfinished()) await this.report(run, 'Cancelled');
+  }
+}
+
