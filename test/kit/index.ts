@@ -6,3 +6,4 @@ export { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 export { interceptKvCalls, type KvCallHook } from './kv-calls.js';
 export { startBrowser, CHROMIUM_BIN, type BrowserHandle, type BrowserPage } from './browser.js';
 export { TEST_SECRET_KEY, testSecretKeyring } from './secrets.js';
+export { startS3, type S3Handle } from './s3.js';
