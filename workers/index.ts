@@ -24,14 +24,14 @@ import {
   ShardCoordinator,
   startStatusServer,
 } from './coordination/index.js';
-import { startExports, type ExportClock, type ExportsRole } from './exports/index.js';
+import { startExports, type ExportClock, type ExportFaults, type ExportsRole } from './exports/index.js';
 import { migrateWorkerSchema } from './migrate.js';
 import { startPersons, type PersonsRole, type WorkerFaults } from './persons/index.js';
 
 export { loadWorkerConfig, workerConfigDefinition, workerHelp, type WorkerConfig } from './config.js';
 export { assignShards, EventHooks, WORKERS_BUCKET, type BeforePersonsHook, type HookBatch, type HookedEvent } from './coordination/index.js';
 export { CONSUMED_STREAMS, personUuidFor, WARNING_TYPES, type WarningType, type WorkerFaults } from './persons/index.js';
-export { EXPORT_LEASES, shiftedClock, type ExportClock } from './exports/index.js';
+export { EXPORT_LEASES, shiftedClock, type ExportClock, type ExportFaults } from './exports/index.js';
 
 export interface WorkerDeps {
   logger?: Logger;
@@ -42,6 +42,7 @@ export interface WorkerDeps {
   faults?: WorkerFaults;
   /** The export runner's clock (tests shift it to reach an interval's end sooner); real time by default. */
   exportClock?: ExportClock;
+  exportFaults?: ExportFaults;
 }
 
 export interface Worker {
@@ -163,7 +164,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           backfillSkewMs: config.exportBackfillSkew,
           pollMs: 1_000,
         },
-        { nc, js: jetstream(nc), jsm, registry, logger, coordinator, clock: deps.exportClock },
+        { nc, js: jetstream(nc), jsm, registry, logger, coordinator, clock: deps.exportClock, faults: deps.exportFaults },
       );
     }
     await coordinator.start();

@@ -1,7 +1,7 @@
 // Entry point of a worker process (`node dist/workers/main.js`): the shared start-up shell
 // (lib/process-shell.ts) around startWorker.
 import { runDeployable } from '../lib/index.js';
-import { loadWorkerConfig, shiftedClock, startWorker, workerHelp, type WorkerFaults } from './index.js';
+import { loadWorkerConfig, shiftedClock, startWorker, workerHelp, type ExportFaults, type WorkerFaults } from './index.js';
 
 // Tests only: the export runner's clock runs this far ahead, so an interval's end comes sooner.
 const clockOffset = Number(process.env.SPATE_TEST_EXPORT_CLOCK_OFFSET_MS ?? 0);
@@ -14,6 +14,7 @@ await runDeployable({
     startWorker(config, {
       logger: log,
       faults: testFaults(process.env.SPATE_TEST_FAULT),
+      exportFaults: exportTestFaults(process.env.SPATE_TEST_FAULT),
       exportClock: Number.isFinite(clockOffset) && clockOffset !== 0 ? shiftedClock(clockOffset) : undefined,
     }),
 });
@@ -30,6 +31,18 @@ function testFaults(spec: string | undefined): WorkerFaults | undefined {
   return {
     afterPublish: () => {
       if (--left === 0) process.kill(process.pid, 'SIGKILL');
+    },
+  };
+}
+
+/** `kill-during-export:N`: SIGKILL once a run has handed N records to its destination, before it commits. */
+function exportTestFaults(spec: string | undefined): ExportFaults | undefined {
+  const m = /^kill-during-export:(\d+)$/.exec(spec ?? '');
+  if (!m) return undefined;
+  const at = Number(m[1]);
+  return {
+    afterWrite: (records) => {
+      if (records >= at) process.kill(process.pid, 'SIGKILL');
     },
   };
 }

@@ -49,6 +49,13 @@ export interface ExportRunnerDeps {
   destinationConfig(record: BatchExportRecord): Record<string, unknown>;
   /** End of the last completed scheduled interval per export (the lag metric). */
   lastCompletedEnd: Map<string, number>;
+  faults?: ExportFaults;
+}
+
+/** Fault injection for process tests only. */
+export interface ExportFaults {
+  /** Called after each batch handed to a destination with the run's records so far. */
+  afterWrite?(records: number): void;
 }
 
 type Job = { run: StoredRun } | { waitUntil: number };
@@ -288,6 +295,7 @@ class ExportLoop {
       for await (const page of readPersons(this.deps.db, record.team_id, plan.fromMs, plan.toMs, this.signal)) {
         kept += page.length;
         await writer.writePersons(page);
+        this.deps.faults?.afterWrite?.(kept);
       }
       return { read: kept, kept };
     }
@@ -305,6 +313,7 @@ class ExportLoop {
       if (batch.length >= 1_000) {
         kept += batch.length;
         await writer.writeEvents(batch);
+        this.deps.faults?.afterWrite?.(kept);
         batch = [];
       }
     }

@@ -1,8 +1,11 @@
 // The exports role against real servers: nats-server, PostgreSQL, s3rver; events go through the
 // persons role onto PROCESSED first, as in production.
 import { gunzipSync } from 'node:zlib';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CapturedEvent } from '../../lib/index.js';
+import { freshDatabase } from '../../test/kit/index.js';
+import type { ExportClock } from '../index.js';
 import { startExportRig, type ExportRig } from '../../test/exports/harness.js';
 import { capture, publishEvents, waitForProcessed } from '../../test/workers/harness.js';
 
@@ -42,6 +45,26 @@ function jsonLines(body: Buffer, gzip: boolean): Array<Record<string, unknown>> 
   return text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
+/** A clock the test moves: `offset` ms ahead of real time. */
+function movableClock(): ExportClock & { offset: number } {
+  const clock = { offset: 0, now: () => Date.now() + clock.offset, toReal: (t: number) => t - clock.offset };
+  return clock;
+}
+
+/** Puts the clock so that the current 5-minute interval ends `inMs` from now (real time); returns that end. */
+function endIntervalIn(clock: { offset: number }, inMs: number): number {
+  const target = Date.now() + inMs;
+  const end = Math.ceil((target + 1) / 300_000) * 300_000;
+  clock.offset = end - target;
+  return end;
+}
+
+async function postgresDestination(): Promise<{ url: string; config: Record<string, unknown> }> {
+  const url = await freshDatabase();
+  const u = new URL(url);
+  return { url, config: { host: u.hostname, port: Number(u.port), user: 'postgres', password: 'unused', database: u.pathname.slice(1), schema: 'public', table_name: 'exported_events' } };
+}
+
 describe('exports', () => {
   it('exports - a backfill to S3 writes one gzip JSONLines object per interval, each event of it once, read back', async () => {
     rig = await startExportRig();
@@ -72,5 +95,49 @@ describe('exports', () => {
     expect(line.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$/);
     const done = rig.runs().filter((l) => l.backfill_id === backfillId && l.status === 'Completed');
     expect(done.map((l) => l.records_completed).sort()).toEqual([150, 150]);
+  });
+
+  it('exports - a scheduled "every 5 minutes" run delivers what arrived in its interval to PostgreSQL; a late event lands in the next run; none twice', async () => {
+    const clock = movableClock();
+    rig = await startExportRig({ deps: { exportClock: clock } });
+    const dest = await postgresDestination();
+    const end = endIntervalIn(clock, 15_000);
+    const record = await rig.putExport({ id: crypto.randomUUID(), interval: 'every 5 minutes', destination: { type: 'Postgres', config: { ...dest.config, exclude_events: ['ignored'] } } });
+    const sent = [...eventsBetween(200, '2024-05-01T12:00:00Z', '2024-05-01T12:30:00Z'), capture(1, 'ignored', 'user-x')];
+    await publishEvents(rig.js, sent);
+    await waitForProcessed(rig.nc, sent.length);
+
+    const startIso = new Date(end - 300_000).toISOString();
+    const first = await rig.waitForRun('the scheduled run', (l) => !l.backfill_id && l.data_interval_start === startIso && l.status === 'Completed', 60_000);
+    expect(first.records_completed).toBe(200);
+    const cursor = JSON.parse(first.cursor!) as { first_seq: number; last_seq: number };
+    expect(cursor.last_seq).toBeGreaterThanOrEqual(cursor.first_seq);
+    // Every status on the way, in order.
+    expect(rig.runs().filter((l) => l.data_interval_start === startIso).map((l) => l.status)).toEqual(['Starting', 'Running', 'Completed']);
+
+    // An event stamped hours ago that arrives now is exported by the run during which it arrived.
+    const late = capture(1, 'late', 'user-late', {}, { timestamp: '2024-05-01T09:00:00.000Z' });
+    await publishEvents(rig.js, [late]);
+    await waitForProcessed(rig.nc, sent.length + 1);
+    // The next interval's end, on the clock, now comes 3 s from now: the run starts where the first ended.
+    clock.offset = end + 300_000 - (Date.now() + 3_000);
+    const second = await rig.waitForRun('the next scheduled run', (l) => !l.backfill_id && l.data_interval_start === new Date(end).toISOString() && l.status === 'Completed');
+    expect(second.records_completed).toBe(1);
+    expect(JSON.parse(second.cursor!).first_seq).toBe(cursor.last_seq + 1);
+
+    const db = new pg.Client({ connectionString: dest.url });
+    await db.connect();
+    try {
+      const { rows } = await db.query<{ uuid: string; n: number }>('SELECT uuid, count(*)::int AS n FROM exported_events GROUP BY uuid');
+      expect(rows.filter((r) => r.n > 1)).toEqual([]);
+      expect(rows.map((r) => r.uuid).sort()).toEqual([...sent.filter((e) => e.event !== 'ignored'), late].map((e) => e.uuid).sort());
+      const row = (await db.query('SELECT * FROM exported_events WHERE uuid = $1', [late.uuid])).rows[0];
+      expect(row).toMatchObject({ event: 'late', distinct_id: 'user-late', team_id: 1, properties: {} });
+      expect((row.timestamp as Date).toISOString()).toBe('2024-05-01T09:00:00.000Z');
+      const ledger = await db.query('SELECT run_id, records FROM spate_batch_export_runs ORDER BY data_interval_start');
+      expect(ledger.rows.map((r) => Number(r.records))).toEqual([200, 1]);
+    } finally {
+      await db.end();
+    }
   });
 });

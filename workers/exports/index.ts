@@ -8,7 +8,7 @@ import type { BatchExportRecord, Logger, NatsConnection, Registry } from '../../
 import { createPool, type LeaseCoordinator } from '../coordination/index.js';
 import { ExportCatalog } from './catalog.js';
 import { egressPolicy } from './egress.js';
-import { startExportRunner, type ExportSettings } from './export-runner.js';
+import { startExportRunner, type ExportFaults, type ExportSettings } from './export-runner.js';
 import { createExportMetrics } from './metrics.js';
 import { shiftedClock, type ExportClock } from './plan.js';
 import { ProcessedStream } from './processed-stream.js';
@@ -16,7 +16,7 @@ import { ProcessedStream } from './processed-stream.js';
 export { egressPolicy, type EgressPolicy } from './egress.js';
 export { alignedStart, dueIntervals } from './schedule.js';
 export { shiftedClock, type ExportClock } from './plan.js';
-export type { ExportSettings } from './export-runner.js';
+export type { ExportFaults, ExportSettings } from './export-runner.js';
 
 /** Lease set of the exports role: `export.<batch export id>` in spate-workers. */
 export const EXPORT_LEASES = 'export';
@@ -41,6 +41,7 @@ export interface ExportsDeps {
   coordinator: LeaseCoordinator;
   /** The runner's clock (tests shift it); real time by default. */
   clock?: ExportClock;
+  faults?: ExportFaults;
 }
 
 export interface ExportsRole {
@@ -85,6 +86,7 @@ export async function startExports(options: ExportsOptions, deps: ExportsDeps): 
     instanceId: `${options.workerId}:${randomUUID().slice(0, 8)}`,
     destinationConfig,
     lastCompletedEnd,
+    faults: deps.faults,
   };
   deps.coordinator.addLeaseSet({
     set: EXPORT_LEASES,
