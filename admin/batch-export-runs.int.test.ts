@@ -2,7 +2,8 @@
 // export runner (BATCH_EXPORT_BACKFILLS out; BATCH_EXPORT_RUNS and BATCH_EXPORT_LOGS in).
 import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pipelineSubject, toNdjson, type BatchExportBackfillRequest } from '../lib/index.js';
+import { Kvm } from '@nats-io/kv';
+import { BATCH_EXPORTS_BUCKET, pipelineSubject, toNdjson, type BatchExportBackfillRequest } from '../lib/index.js';
 import { newBatchExport } from '../test/admin/endpoints.js';
 import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
 import { waitFor } from '../test/kit/index.js';
@@ -155,6 +156,27 @@ describe('batch export backfills and runs', () => {
     });
     expect(shown[0]).toMatchObject({ status: 'FailedRetryable', latest_error: 'S3 said no', finished_at: null });
     expect((await f.db.query('select count(*)::int as n from batch_export_runs where batch_export_id = $1', [exp.id])).rows[0].n).toBe(2);
+  });
+
+  it('runs - a Failed run line with pause_export pauses the export, records why, and reaches the KV record; an unpause made later wins', async () => {
+    const exp = await newBatchExport(f, owner);
+    const interval = { data_interval_start: '2024-05-01T10:00:00Z', data_interval_end: '2024-05-01T11:00:00Z' };
+    const reason = '2 of the last 2 scheduled runs failed (limit 2 of 50)';
+    await publishRuns(owner.projectId, exp.id, [{ ...interval, status: 'Failed', latest_error: 'NoSuchBucket on bucket b', pause_export: reason, updated_at: new Date().toISOString() }]);
+    await waitFor('export paused', async () => (await f.api('GET', `${base}${exp.id}/`, { key: owner.key })).body.paused === true, 5_000);
+    const shown = (await f.api('GET', `${base}${exp.id}/`, { key: owner.key })).body;
+    expect(shown.last_paused_at).not.toBeNull();
+    expect(shown.latest_runs[0]).toMatchObject({ status: 'Failed', latest_error: 'NoSuchBucket on bucket b' });
+    const activity = await f.db.query(`select activity, user_id, detail from activity_log where item_id = $1 and activity = 'paused'`, [exp.id]);
+    expect(activity.rows).toEqual([{ activity: 'paused', user_id: null, detail: expect.objectContaining({ reason, by: 'batch export runner' }) }]);
+    const kv = await new Kvm(f.nc).open(BATCH_EXPORTS_BUCKET);
+    await waitFor('the KV record paused', async () => (await kv.get(exp.id))?.json<{ paused: boolean }>().paused === true, 5_000, 50);
+
+    // Unpaused by a person afterwards: an older line asking to pause changes nothing.
+    expect((await f.api('POST', `${base}${exp.id}/unpause/`, { key: owner.key })).status).toBe(200);
+    await publishRuns(owner.projectId, exp.id, [{ ...interval, data_interval_start: '2024-05-01T09:00:00Z', status: 'Failed', pause_export: reason, updated_at: '2024-05-01T11:00:05Z' }]);
+    await waitFor('the older run stored', async () => (await latest(exp.id)).length === 2, 5_000);
+    expect((await f.api('GET', `${base}${exp.id}/`, { key: owner.key })).body.paused).toBe(false);
   });
 
   it('runs - every status is accepted; latest_runs is the newest ten of many', async () => {

@@ -207,6 +207,12 @@ export interface BatchExportRunLine {
   finished_at?: string | null;
   /** When the runner observed this state; defaults to when the stream stored the message. */
   updated_at?: string;
+  /**
+   * Set by the runner on a Failed run when the export failed too often (EXPORT_AUTO_PAUSE): the
+   * admin server pauses the export (unless it changed after `updated_at`) and records this
+   * reason in the activity log.
+   */
+  pause_export?: string | null;
 }
 
 /**

@@ -38,6 +38,8 @@ export interface RunUpdateRow {
   cursor: string | null;
   finished_at: Date | null;
   updated_at: Date;
+  /** The runner asks to pause the export (repeated failures), with the reason. */
+  pause_export: string | null;
 }
 
 const STATUSES = new Set<string>(BATCH_EXPORT_RUN_STATUSES);
@@ -68,6 +70,7 @@ export function parseRunMessage(msg: JsMsg): { rows: RunUpdateRow[]; invalid: nu
       cursor: optionalText(line.cursor),
       finished_at: optionalTime(line.finished_at),
       updated_at: line.updated_at === undefined ? streamTime(msg) : parseTimestamp(line.updated_at),
+      pause_export: optionalText(line.pause_export),
     };
     if (!row || Object.values(row).some((v) => v === undefined)) {
       invalid++;
@@ -122,6 +125,23 @@ const BACKFILL_STATUS = `
     from batch_export_runs where backfill_id = any($1::uuid[]) group by backfill_id) s
   where b.id = s.backfill_id and b.status is distinct from s.status`;
 
+/**
+ * A run line with `pause_export` (the runner's auto-pause after repeated failures): the admin
+ * server, the only writer of admin state, pauses the export as the API's pause does, unless it
+ * changed after the line was written (a person unpausing it since wins), and records the reason
+ * in the activity log. The KV record follows through the table's trigger.
+ */
+const PAUSE_EXPORTS = `
+  with paused as (
+    update batch_exports e set paused = true, last_paused_at = clock_timestamp(), last_updated_at = clock_timestamp()
+    from unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[]) as v(id, team_id, reason, updated_at)
+    where e.id = v.id and e.team_id = v.team_id and not e.paused and not e.deleted and e.last_updated_at < v.updated_at
+    returning e.id, e.team_id, e.name, v.reason)
+  insert into activity_log (organization_id, team_id, user_id, scope, item_id, activity, detail)
+  select p.organization_id, paused.team_id, null, 'BatchExport', paused.id::text, 'paused',
+    jsonb_build_object('name', paused.name, 'changes', '[]'::jsonb, 'reason', paused.reason, 'by', 'batch export runner')
+  from paused join projects p on p.id = paused.team_id`;
+
 async function upsertRuns(pool: Pool, input: RunUpdateRow[]): Promise<number> {
   // One statement may not update a row twice: fold the lines of each run into one, as applying
   // them one by one would (the newest status; each other field from the newest line that has it).
@@ -140,6 +160,7 @@ async function upsertRuns(pool: Pool, input: RunUpdateRow[]): Promise<number> {
             latest_error: r.latest_error ?? seen.latest_error,
             cursor: r.cursor ?? seen.cursor,
             finished_at: r.finished_at ?? seen.finished_at,
+            pause_export: r.pause_export ?? seen.pause_export,
           }
         : r,
     );
@@ -162,6 +183,10 @@ async function upsertRuns(pool: Pool, input: RunUpdateRow[]): Promise<number> {
     ]);
     const backfills = [...new Set(result.rows.map((r) => r.backfill_id).filter((id): id is string => id !== null))];
     if (backfills.length > 0) await db.query(BACKFILL_STATUS, [backfills]);
+    const pauses = rows.filter((r) => r.pause_export !== null);
+    if (pauses.length > 0) {
+      await db.query(PAUSE_EXPORTS, [pauses.map((r) => r.batch_export_id), pauses.map((r) => r.team_id), pauses.map((r) => r.pause_export), pauses.map((r) => r.updated_at)]);
+    }
     // Lines merged into a newer one of the same batch count as applied.
     return (result.rowCount ?? 0) + (input.length - rows.length);
   });

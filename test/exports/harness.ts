@@ -36,7 +36,7 @@ export interface ExportRig extends AsyncDisposable {
   deleteExport(id: string): Promise<void>;
   backfill(record: BatchExportRecord, start: string, end: string, id?: string): Promise<string>;
   /** Every run line so far: [export id, line]. */
-  runs(): Array<BatchExportRunLine & { exportId: string; pause_export?: string }>;
+  runs(): Array<BatchExportRunLine & { exportId: string }>;
   logs(): Array<BatchExportLogLine & { exportId: string }>;
   waitForRun(what: string, test: (line: BatchExportRunLine & { exportId: string }) => boolean, timeoutMs?: number): Promise<BatchExportRunLine>;
   startWorker(env?: Record<string, string>, deps?: WorkerDeps): Promise<Worker>;

@@ -26,7 +26,7 @@ export class RunReporter {
     private readonly instanceId: string,
   ) {}
 
-  async run(line: BatchExportRunLine & { pause_export?: string }): Promise<void> {
+  async run(line: BatchExportRunLine): Promise<void> {
     const body = JSON.stringify(line) + '\n';
     const msgID = createHash('sha256').update(`${this.exportId}|${body}`).digest('hex').slice(0, 32);
     await this.js.publish(pipelineSubject('batchExportRuns', this.teamId, this.exportId), body, { msgID: `run:${msgID}` });
