@@ -1,0 +1,235 @@
+// Each destination against a real server (s3rver, PostgreSQL, a node:http receiver), through the
+// whole runner: events on PROCESSED → backfill run → what the destination holds.
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { gunzipSync } from 'node:zlib';
+import { asyncBufferFromFile, parquetReadObjects } from 'hyparquet';
+import { compressors } from 'hyparquet-compressors';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { STREAMS, type CapturedEvent } from '../../lib/index.js';
+import { startExportRig, type ExportRig } from '../../test/exports/harness.js';
+import { freshDatabase, waitFor } from '../../test/kit/index.js';
+import { capture, publishEvents, waitForCommitted, waitForProcessed } from '../../test/workers/harness.js';
+
+let rig: ExportRig | undefined;
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) await c();
+  await rig?.stop();
+  rig = undefined;
+});
+
+function eventsBetween(count: number, from: string, to: string, extra: (i: number) => Partial<CapturedEvent> = () => ({})): CapturedEvent[] {
+  const start = Date.parse(from);
+  const step = (Date.parse(to) - start) / count;
+  return Array.from({ length: count }, (_, i) =>
+    capture(1, ['pageview', 'signup', '$autocapture'][i % 3]!, `user-${i % 41}`, { i, blob: 'x'.repeat(200) }, { timestamp: new Date(start + Math.floor(i * step)).toISOString(), ...extra(i) }),
+  );
+}
+
+async function withEvents(r: ExportRig, events: CapturedEvent[]): Promise<void> {
+  await publishEvents(r.js, events);
+  await waitForProcessed(r.nc, events.length);
+}
+
+const HOUR = { start: '2024-05-01T12:00:00.000Z', end: '2024-05-01T13:00:00.000Z' };
+
+async function readParquet(body: Buffer): Promise<Array<Record<string, unknown>>> {
+  const file = join(mkdtempSync(join(tmpdir(), 'spate-pq-')), 'f.parquet');
+  writeFileSync(file, body);
+  return parquetReadObjects({ file: await asyncBufferFromFile(file), compressors });
+}
+
+interface Received {
+  headers: IncomingMessage['headers'];
+  body: { api_key: string; historical_migration: boolean; batch: Array<Record<string, unknown>> };
+}
+
+/** A receiver answering with the given statuses in turn (then 200), recording every request. */
+async function receiver(statuses: number[]): Promise<{ url: string; requests: Received[] }> {
+  const requests: Received[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks);
+      const text = (req.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw).toString('utf8');
+      requests.push({ headers: req.headers, body: JSON.parse(text) as Received['body'] });
+      const status = statuses.shift() ?? 200;
+      res.writeHead(status, { 'content-type': 'application/json' }).end(status === 200 ? '{"status":1}' : `{"detail":"answer ${status}"}`);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  cleanups.push(() => new Promise((r) => server.close(r)));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/batch/`, requests };
+}
+
+describe('export destinations', () => {
+  it('S3 - Parquet split by max_file_size_mb: numbered files and a manifest, every event once, PostHog column types', async () => {
+    rig = await startExportRig();
+    const sent = eventsBetween(12_000, HOUR.start, HOUR.end);
+    await withEvents(rig, sent);
+    const record = await rig.putExport({
+      id: crypto.randomUUID(),
+      destination: {
+        type: 'S3',
+        config: { bucket_name: 'exports', region: 'us-east-1', prefix: 'pq', endpoint_url: rig.s3.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', file_format: 'Parquet', max_file_size_mb: 1 },
+      },
+    });
+    const backfillId = await rig.backfill(record, HOUR.start, HOUR.end);
+    const done = await rig.waitForRun('the backfill run', (l) => l.backfill_id === backfillId && l.status === 'Completed');
+    expect(done.records_completed).toBe(12_000);
+    const keys = await rig.s3.list('exports', 'pq/');
+    const base = `pq/2024-05-01T12:00:00+00:00-2024-05-01T13:00:00+00:00-backfill-${backfillId}`;
+    const files = keys.filter((k) => k.endsWith('.parquet'));
+    expect(files.length).toBeGreaterThan(2);
+    expect(files.sort()).toEqual(files.map((_, i) => `${base}-${i}.parquet`).sort());
+    expect(JSON.parse((await rig.s3.get('exports', `${base}_manifest.json`)).toString())).toEqual({ files: files.map((_, i) => `${base}-${i}.parquet`) });
+    const rows: Array<Record<string, unknown>> = [];
+    for (const key of files) rows.push(...(await readParquet(await rig.s3.get('exports', key))));
+    expect(rows.map((r) => r.uuid).sort()).toEqual(sent.map((e) => e.uuid).sort());
+    const row = rows.find((r) => r.uuid === sent[0]!.uuid)!;
+    expect(JSON.parse(row.properties as string)).toMatchObject({ i: 0 });
+    expect((row.timestamp as Date).toISOString()).toBe('2024-05-01T12:00:00.000Z');
+    expect(row.team_id).toBe(1n);
+  });
+
+  it('S3 - brotli JSONLines; a rerun of the same interval overwrites the same key with the same bytes', async () => {
+    rig = await startExportRig();
+    const sent = eventsBetween(500, HOUR.start, HOUR.end);
+    await withEvents(rig, sent);
+    const config = { bucket_name: 'exports', region: 'us-east-1', prefix: 'br', endpoint_url: rig.s3.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', compression: 'brotli' };
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'S3', config } });
+    const id = await rig.backfill(record, HOUR.start, HOUR.end);
+    await rig.waitForRun('the run', (l) => l.backfill_id === id && l.status === 'Completed');
+    const [key] = await rig.s3.list('exports', 'br/');
+    const { brotliDecompressSync } = await import('node:zlib');
+    const first = await rig.s3.get('exports', key!);
+    const lines = brotliDecompressSync(first).toString().split('\n').filter(Boolean);
+    expect(lines).toHaveLength(500);
+    // The same backfill id again (a redelivered request is ignored; a new one with the same id would overwrite): a second backfill writes its own keys.
+    const again = await rig.backfill(record, HOUR.start, HOUR.end);
+    await rig.waitForRun('the second backfill', (l) => l.backfill_id === again && l.status === 'Completed');
+    const keys = await rig.s3.list('exports', 'br/');
+    expect(keys).toHaveLength(2);
+    expect(await rig.s3.get('exports', keys.find((k) => k.includes(again))!)).toEqual(first);
+  });
+
+  it('S3 - a missing bucket fails at once with an error a person can act on; repeated failures ask the admin server to pause the export', async () => {
+    const clock = { offset: 0 };
+    rig = await startExportRig({ env: { EXPORT_AUTO_PAUSE: '2/5' }, deps: { exportClock: { now: () => Date.now() + clock.offset, toReal: (t) => t - clock.offset } } });
+    // Two 5-minute intervals already due on the runner's clock.
+    const record = await rig.putExport({ id: crypto.randomUUID(), interval: 'every 5 minutes', destination: { type: 'S3', config: { bucket_name: 'no-such-bucket', region: 'us-east-1', prefix: 'x', endpoint_url: rig.s3.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER' } } });
+    // Once the runner has started its schedule (at the interval of "now"), the clock jumps two intervals on.
+    await waitFor('the export leased', () => rig!.worker.heldExports().includes(record.id), 10_000, 50);
+    await new Promise((r) => setTimeout(r, 1_000));
+    clock.offset = 600_000 + 5_000;
+    const failed = await rig.waitForRun('the first failure', (l) => l.exportId === record.id && l.status === 'Failed', 20_000);
+    expect(failed.latest_error).toBe('NoSuchBucket on bucket no-such-bucket');
+    const paused = await rig.waitForRun('the pause request', (l) => l.exportId === record.id && l.status === 'Failed' && Boolean(l.pause_export));
+    expect(paused.pause_export).toBe('2 of the last 2 scheduled runs failed (limit 2 of 5)');
+    // Failed at once: never FailedRetryable.
+    expect(rig.runs().filter((l) => l.status === 'FailedRetryable')).toEqual([]);
+    await waitFor('the log entry', () => rig!.logs().some((l) => l.level === 'ERROR' && l.message.includes('Pausing the export: 2 of the last 2')), 5_000, 50);
+  });
+
+  it('egress - a destination on a loopback address is refused unless EXPORT_EGRESS_ALLOW allows it', async () => {
+    rig = await startExportRig({ env: { EXPORT_EGRESS_ALLOW: '' } });
+    await withEvents(rig, eventsBetween(10, HOUR.start, HOUR.end));
+    const http = await receiver([]);
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'HTTP', config: { url: http.url, token: 'phc_x' } } });
+    const id = await rig.backfill(record, HOUR.start, HOUR.end);
+    const failed = await rig.waitForRun('the refused run', (l) => l.backfill_id === id && l.status === 'Failed');
+    expect(failed.latest_error).toMatch(/^destination host 127\.0\.0\.1 resolves to 127\.0\.0\.1, a loopback address: refused by the egress policy/);
+    expect(http.requests).toEqual([]);
+  });
+
+  it('HTTP - PostHog batch format in batches of at most 5000, gzip for big bodies; 5xx is retried, the run completes', async () => {
+    rig = await startExportRig();
+    const sent = eventsBetween(12_000, HOUR.start, HOUR.end);
+    await withEvents(rig, sent);
+    const http = await receiver([503, 500]);
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'HTTP', config: { url: http.url, token: 'phc_dest' } } });
+    const id = await rig.backfill(record, HOUR.start, HOUR.end);
+    const done = await rig.waitForRun('the run', (l) => l.backfill_id === id && l.status === 'Completed');
+    expect(done.records_completed).toBe(12_000);
+    // The first batch was sent three times (503, 500, then 200).
+    expect(http.requests.map((r) => r.body.batch.length)).toEqual([5000, 5000, 5000, 5000, 2000]);
+    expect(http.requests[0]!.headers['content-encoding']).toBe('gzip');
+    const delivered = http.requests.slice(2).flatMap((r) => r.body.batch);
+    expect(delivered.map((e) => e.uuid).sort()).toEqual(sent.map((e) => e.uuid).sort());
+    const auto = delivered.find((e) => e.event === '$autocapture')!;
+    expect(http.requests[2]!.body).toMatchObject({ api_key: 'phc_dest', historical_migration: true });
+    expect(Object.keys(auto)).toEqual(['uuid', 'distinct_id', 'timestamp', 'event', 'properties']);
+    expect(auto.properties).toMatchObject({ $geoip_disable: true });
+  });
+
+  it('HTTP - a 4xx answer fails the run at once with the answer in latest_error', async () => {
+    rig = await startExportRig();
+    await withEvents(rig, eventsBetween(10, HOUR.start, HOUR.end));
+    const http = await receiver([400]);
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'HTTP', config: { url: http.url, token: 'phc_dest' } } });
+    const id = await rig.backfill(record, HOUR.start, HOUR.end);
+    const failed = await rig.waitForRun('the failed run', (l) => l.backfill_id === id && l.status === 'Failed');
+    expect(failed.latest_error).toMatch(/^HTTP 127\.0\.0\.1:\d+ answered 400: \{"detail":"answer 400"\}$/);
+    expect(http.requests).toHaveLength(1);
+  });
+
+  it('backfill - older than what PROCESSED retains fails loudly instead of exporting nothing', async () => {
+    rig = await startExportRig();
+    await withEvents(rig, eventsBetween(100, HOUR.start, HOUR.end));
+    const jsm = await jetstreamManager(rig.nc);
+    const { state } = await jsm.streams.info(STREAMS.processed);
+    await jsm.streams.purge(STREAMS.processed, { seq: state.last_seq }); // as if the oldest messages had aged out
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'NoOp', config: {} } });
+    const id = await rig.backfill(record, HOUR.start, HOUR.end);
+    const failed = await rig.waitForRun('the failed run', (l) => l.backfill_id === id && l.status === 'Failed');
+    expect(failed.latest_error).toMatch(/^this backfill run starts at 2024-05-01T12:00:00\.000Z, older than what PROCESSED retains \(events stored from .* on; STREAM_MAX_AGE\)/);
+  });
+
+  it('PostgreSQL - persons merged by upsert keeping the newest version; a user-made table with fewer columns gets the columns it has', async () => {
+    rig = await startExportRig();
+    const url = await freshDatabase();
+    const u = new URL(url);
+    const config = { host: u.hostname, port: Number(u.port), user: 'postgres', password: 'unused', database: u.pathname.slice(1) };
+    const dest = new pg.Client({ connectionString: url });
+    await dest.connect();
+    cleanups.push(() => dest.end());
+    await dest.query('CREATE TABLE slim (uuid text, event text, "timestamp" timestamptz)');
+    const sent = [
+      capture(1, '$identify', 'anon-1', { $set: { plan: 'free' } }),
+      capture(1, '$identify', 'anon-2', { $set: { plan: 'pro' } }),
+      capture(1, 'pageview', 'anon-1', {}),
+    ];
+    await withEvents(rig, sent);
+    const workerDb = new pg.Client({ connectionString: rig.databaseUrl });
+    await workerDb.connect();
+    await waitForCommitted(workerDb, sent);
+    await workerDb.end();
+    await new Promise((r) => setTimeout(r, 1_100));
+    const events = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'Postgres', config: { ...config, table_name: 'slim' } } });
+    const persons = await rig.putExport({ id: crypto.randomUUID(), model: 'persons', destination: { type: 'Postgres', config: { ...config, table_name: 'people' } } });
+    const end = new Date(Date.now() - 1000).toISOString();
+    const b1 = await rig.backfill(events, HOUR.start, HOUR.end);
+    const b2 = await rig.backfill({ ...persons, interval_seconds: 86_400 * 7 }, new Date(Date.now() - 3_600_000).toISOString(), end);
+    await rig.waitForRun('events', (l) => l.backfill_id === b1 && l.status === 'Completed');
+    await rig.waitForRun('persons', (l) => l.backfill_id === b2 && l.status === 'Completed');
+    expect((await dest.query('SELECT uuid, event FROM slim ORDER BY event')).rows).toHaveLength(3);
+    const people = (await dest.query('SELECT distinct_id, properties, person_version FROM people ORDER BY distinct_id')).rows;
+    expect(people.map((p) => [p.distinct_id, p.properties.plan])).toEqual([
+      ['anon-1', 'free'],
+      ['anon-2', 'pro'],
+    ]);
+    // An older version delivered later changes nothing; a newer one replaces it.
+    await dest.query(`UPDATE people SET person_version = person_version + 5, properties = '{"plan":"kept"}' WHERE distinct_id = 'anon-1'`);
+    const b3 = await rig.backfill({ ...persons, interval_seconds: 86_400 * 7 }, new Date(Date.now() - 3_600_000).toISOString(), new Date(Date.now() - 500).toISOString());
+    await rig.waitForRun('persons again', (l) => l.backfill_id === b3 && l.status === 'Completed');
+    const after = (await dest.query('SELECT distinct_id, properties FROM people ORDER BY distinct_id')).rows;
+    expect(after.map((p) => p.properties.plan)).toEqual(['kept', 'pro']);
+  });
+});
