@@ -2,7 +2,7 @@
 // an in-process worker (persons role turning captured events into PROCESSED, exports role
 // running the exports). Exports are put into the KV bucket as the admin server would; run and
 // log lines are read back from BATCH_EXPORT_RUNS / BATCH_EXPORT_LOGS.
-import { AckPolicy, jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import { AckPolicy, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { headers } from '@nats-io/transport-node';
 import {
@@ -31,6 +31,7 @@ export interface ExportRig extends AsyncDisposable {
   js: JetStreamClient;
   databaseUrl: string;
   s3: S3Handle;
+  /** The in-process worker (undefined with `worker: false`). */
   worker: Worker;
   putExport(record: Partial<BatchExportRecord> & Pick<BatchExportRecord, 'id' | 'destination'>): Promise<BatchExportRecord>;
   deleteExport(id: string): Promise<void>;
@@ -43,7 +44,9 @@ export interface ExportRig extends AsyncDisposable {
   stop(): Promise<void>;
 }
 
-export async function startExportRig(options: { env?: Record<string, string>; deps?: WorkerDeps; buckets?: string[]; databaseUrl?: string } = {}): Promise<ExportRig> {
+export async function startExportRig(
+  options: { env?: Record<string, string>; deps?: WorkerDeps; buckets?: string[]; databaseUrl?: string; worker?: boolean } = {},
+): Promise<ExportRig> {
   const nats = await startNats();
   const { nc, js } = await connectAndCreateStreams(nats.url);
   await ensurePipelineStreams(await jetstreamManager(nc), PIPELINE_LIMITS);
@@ -57,7 +60,7 @@ export async function startExportRig(options: { env?: Record<string, string>; de
     workers.push(w);
     return w;
   };
-  const worker = await spawnWorker();
+  const worker = options.worker === false ? (undefined as unknown as Worker) : await spawnWorker();
 
   const runs: Array<BatchExportRunLine & { exportId: string }> = [];
   const logs: Array<BatchExportLogLine & { exportId: string }> = [];

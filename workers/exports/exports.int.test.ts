@@ -108,7 +108,7 @@ describe('exports', () => {
     await waitForProcessed(rig.nc, sent.length);
 
     const startIso = new Date(end - 300_000).toISOString();
-    const first = await rig.waitForRun('the scheduled run', (l) => !l.backfill_id && l.data_interval_start === startIso && l.status === 'Completed', 60_000);
+    const first = await rig.waitForRun('the scheduled run', (l) => l.exportId === record.id && !l.backfill_id && l.data_interval_start === startIso && l.status === 'Completed', 60_000);
     expect(first.records_completed).toBe(200);
     const cursor = JSON.parse(first.cursor!) as { first_seq: number; last_seq: number };
     expect(cursor.last_seq).toBeGreaterThanOrEqual(cursor.first_seq);
