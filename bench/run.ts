@@ -3,7 +3,8 @@
 // handler: HTTP floor; raw batched JetStream publishing: broker floor) and the baseline (the
 // straightforward node:http + publish-per-event server in bench/baseline, not part of the
 // product). Also latency at 25/50/75% of the measured maximum, the historical import
-// (`spate import`), worker throughput (bench/workers) and end-to-end capture → processed lag.
+// (`spate import`), worker throughput (bench/workers), batch export runs (bench/exports) and
+// end-to-end capture → processed lag.
 //
 // Each of those is a stage with a time limit (bench/lib/stages.ts): one that fails or overruns
 // is reported as "failed: <reason>" and the others still run. The report (bench/results/<date>.md,
@@ -24,6 +25,7 @@ import { workersAvailable } from './scenarios/e2e-lag.js';
 import { measureImport } from './scenarios/historical-import.js';
 import { latencyVsRate, type RatePoint } from './scenarios/latency-vs-rate.js';
 import { measureWorkerThroughput } from './scenarios/worker-throughput.js';
+import { runExportThroughput } from './exports/throughput.js';
 
 const benchStarted = performance.now();
 const elapsedS = () => (performance.now() - benchStarted) / 1000;
@@ -33,8 +35,8 @@ const USAGE = `usage: npm run bench -- [--quick] [--runs N] [--duration S] [--on
 
 Measures Spate on this machine against, in the same run, a trivial uWS handler and raw JetStream
 publishing (the ceilings) and a straightforward node:http server (the baseline): capture
-throughput, latency at 25/50/75% of the maximum, the historical import, one worker's throughput
-and end-to-end lag on a whole local cluster. Writes <date>.md, <date>.json and SVG charts to
+throughput, latency at 25/50/75% of the maximum, the historical import, one worker's throughput,
+batch export runs (PROCESSED to S3 and PostgreSQL) and end-to-end lag on a whole local cluster. Writes <date>.md, <date>.json and SVG charts to
 bench/results/.
 
   --quick            a smoke test of every stage in under a minute (1 s runs, small sizes; no
@@ -42,7 +44,7 @@ bench/results/.
   --runs N           runs per measurement, reported as medians (default 3; 1 with --quick)
   --duration S       seconds per measurement (default 10; 1 with --quick)
   --only NAME        only the stages and scenarios whose name contains NAME, any case
-                     (capture single, batch, 20 MB, latency, import, worker, e2e)
+                     (capture single, batch, 20 MB, latency, import, worker, exports, e2e)
   --stage-timeout S  time limit of every stage (default: about twice what each should take)
   --out DIR          where the report goes (default bench/results)
   -h, --help         this text`;
@@ -118,6 +120,7 @@ const limits: Record<StageName, number> = {
   'latency vs rate': 60 + 2 * scenarios.filter((s) => s.latency).length * (FRACTIONS.length + 1) * (durationS + latencyWarmupS + 5),
   'historical import': 60 + 2 * runs * 2 * (importDurationS + 15),
   'worker throughput': quick ? 150 : 900,
+  exports: quick ? 120 : 600,
   'e2e lag': 180 + (e2eFractions.length + 1) * (durationS + 70),
 };
 
@@ -262,6 +265,13 @@ async function main(): Promise<void> {
       state.workers = await measureWorkerThroughput({ quick, signal, log });
     });
   } else skip('worker throughput', onlyReason);
+
+  // ---- batch exports: one interval of 1M events (100k with --quick) to S3 and PostgreSQL ----
+  if (wanted('exports', 'batch export')) {
+    await stage('exports', async (signal) => {
+      state.exports = await runExportThroughput({ events: quick ? 100_000 : 1_000_000, log, signal });
+    });
+  } else skip('exports', onlyReason);
 
   // ---- end to end: a whole local cluster (the launcher) with workers ----
   if (!wanted('e2e lag', 'end-to-end lag')) skip('e2e lag', onlyReason);

@@ -50,8 +50,8 @@ function hyparquet(codec: 'SNAPPY' | 'GZIP' | 'BROTLI'): number {
     compressors: { GZIP: (b) => gzipSync(b, { level: 6 }), BROTLI: (b) => brotliCompressSync(b, { params: { [constants.BROTLI_PARAM_QUALITY]: 5 } }) },
   });
   const columnData = Object.entries(c).map(([name, data]) => ({ name, data }));
-  pq.write({ columnData, rowGroupSize: 100_000 });
-  pq.finish();
+  void pq.write({ columnData, rowGroupSize: 100_000 });
+  void pq.finish();
   return writer.getBytes().length;
 }
 

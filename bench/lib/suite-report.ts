@@ -6,12 +6,13 @@ import { captureScenarios, type CaptureResults, type CaptureScenario } from '../
 import type { LagPoint } from '../scenarios/e2e-lag.js';
 import type { ImportMeasurement } from '../scenarios/historical-import.js';
 import type { RatePoint } from '../scenarios/latency-vs-rate.js';
+import { exportThroughputTable, type ExportThroughputResult } from '../exports/throughput.js';
 import { workerThroughputTable, type WorkerThroughputResult } from '../workers/throughput.js';
 import { latencyChart, throughputChart, type LatencyPoint, type ThroughputBar } from './charts.js';
 import { median, type Table } from './report.js';
 import { stageSummary, type StageStatus } from './stages.js';
 
-export const STAGES = ['capture scenarios', 'latency vs rate', 'historical import', 'worker throughput', 'e2e lag'] as const;
+export const STAGES = ['capture scenarios', 'latency vs rate', 'historical import', 'worker throughput', 'exports', 'e2e lag'] as const;
 export type StageName = (typeof STAGES)[number];
 
 export const SPATE = 'Spate';
@@ -32,6 +33,7 @@ export interface SuiteState {
   imports: Map<string, ImportMeasurement[]>;
   latency: Map<string, RatePoint[]>;
   workers?: WorkerThroughputResult;
+  exports?: ExportThroughputResult;
   /** Events the e2e stage sent and had processed before measuring. */
   lagWarmUpEvents: number;
   lag?: LagPoint[];
@@ -181,6 +183,11 @@ export function suiteTables(state: SuiteState): Table[] {
     ? workerThroughputTable(state.workers)
     : { title: 'Worker throughput: one worker process with PostgreSQL (bench/workers)', note: stageNote(state, 'worker throughput', false).trim(), columns: [], rows: [] };
 
+  const exportsTable: Table = state.exports
+    ? exportThroughputTable(state.exports)
+    : { title: 'Batch export runs: one interval from PROCESSED to each destination (bench/exports)', note: stageNote(state, 'exports', false).trim(), columns: [], rows: [] };
+  const exportRate = (prefix: string) => state.exports?.runs.find((r) => r.destination.startsWith(prefix))?.eventsPerSecond ?? Number.NaN;
+
   const ceilings: Table = {
     title: 'Ceilings measured in the same run',
     columns: ['ceiling', 'events/s', 'MB/s'],
@@ -208,11 +215,13 @@ export function suiteTables(state: SuiteState): Table[] {
       target('historical import into HISTORICAL', importEventsPerSec, 100_000, ' events/s'),
       target('/capture/ single: Spate ÷ trivial uWS, same load (req/s)', ofHttpCeiling('capture single'), 0.6, '×'),
       target('/batch/ of 1,000: Spate ÷ raw JetStream publish (events/s)', ofBrokerCeiling('batch 1000'), 0.4, '×'),
+      target('batch export PROCESSED → S3 JSONLines gzip', exportRate('S3'), 100_000, ' events/s'),
+      target('batch export PROCESSED → PostgreSQL COPY', exportRate('PostgreSQL'), 50_000, ' events/s'),
     ],
   };
   if (state.quick) targets.note = '--quick: a smoke test of every stage, not figures (1 s runs on a shared machine).';
 
-  return [stages, targets, captureTable, cpuTable, importTable, latencyTable, lagTable, workersTable, ceilings];
+  return [stages, targets, captureTable, cpuTable, importTable, latencyTable, lagTable, workersTable, exportsTable, ceilings];
 }
 
 /**
@@ -279,6 +288,7 @@ export function suiteData(state: SuiteState): unknown {
     latency: state.latency,
     lag: state.lag ?? null,
     workers: state.workers ?? null,
+    exports: state.exports ?? null,
   };
 }
 

@@ -1,0 +1,227 @@
+// `npx tsx bench/exports/throughput.ts [--events N]` (and the `exports` stage of `npm run bench`):
+// one batch-export run of an interval of N events (1M by default) from PROCESSED, timed by the
+// runner's own run reports (Running → Completed), in a worker process apart from this one, to
+//   - S3 (s3rver in this process, on loopback), JSONLines gzip;
+//   - PostgreSQL (a database of the bench's own server), COPY.
+// The worker's resident memory is sampled during each run: its peak above the idle worker is
+// what a run of that size costs (the bound is stated in docs/exports.md).
+import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { headers } from '@nats-io/transport-node';
+import S3rver from 's3rver';
+import {
+  BATCH_EXPORTS_BUCKET,
+  connectNats,
+  ensurePipelineStreams,
+  ensureStreams,
+  parseNdjson,
+  pipelineSubject,
+  PIPELINE_STREAMS,
+  shardOf,
+  subjectFor,
+  type BatchExportRecord,
+  type BatchExportRunLine,
+  type NatsConnection,
+} from '../../lib/index.js';
+import { NatsNode } from '../../deploy/local/nats-server.js';
+import { freePort } from '../../deploy/local/ports.js';
+import { PostgresServer } from '../../deploy/local/postgres.js';
+import { waitFor } from '../../deploy/local/wait.js';
+import { rssBytes, sampleRss, startNodeProcess, type BenchProcess } from '../lib/processes.js';
+import type { Table } from '../lib/report.js';
+
+export interface ExportRunFigures {
+  destination: string;
+  records: number;
+  seconds: number;
+  eventsPerSecond: number;
+  bytes: number | null;
+  /** Worker RSS before the run and at its peak during it, MiB. */
+  idleRssMiB: number;
+  peakRssMiB: number;
+}
+
+export interface ExportThroughputResult {
+  events: number;
+  eventBytes: number;
+  runs: ExportRunFigures[];
+}
+
+const MiB = 1024 * 1024;
+
+/** PROCESSED lines as the persons role writes them: a realistic web event. */
+function processedLine(i: number, hourStart: number): string {
+  return JSON.stringify({
+    uuid: `0190a0a0-0000-7000-8000-${String(i).padStart(12, '0')}`,
+    event: i % 10 === 0 ? '$identify' : i % 3 === 0 ? '$pageview' : 'button clicked',
+    distinct_id: `user-${i % 50_000}`,
+    properties: {
+      $current_url: `https://shop.example.com/products/${i % 997}?ref=campaign-${i % 13}`,
+      $browser: i % 2 ? 'Chrome' : 'Firefox',
+      $os: 'Mac OS X',
+      $lib: 'web',
+      $lib_version: '1.130.0',
+      $screen_width: 1440,
+      $session_id: `0190a0a0-1111-7000-8000-${String(i % 20_000).padStart(12, '0')}`,
+      plan: i % 5 ? 'free' : 'pro',
+      cart_items: i % 7,
+    },
+    timestamp: new Date(hourStart + Math.floor((i * 3_600_000) / 1_000_000) % 3_600_000).toISOString(),
+    now: new Date().toISOString(),
+    token: 'phc_bench',
+    project_id: 1,
+    person_id: `0190a0a0-2222-7000-8000-${String(i % 50_000).padStart(12, '0')}`,
+  });
+}
+
+async function publishProcessed(nc: NatsConnection, events: number, hourStart: number): Promise<number> {
+  const js = jetstream(nc);
+  const perMessage = 1_000;
+  const pending: Promise<unknown>[] = [];
+  let bytes = 0;
+  for (let i = 0; i < events; i += perMessage) {
+    const lines: string[] = [];
+    for (let j = i; j < Math.min(events, i + perMessage); j++) lines.push(processedLine(j, hourStart));
+    const body = lines.join('\n') + '\n';
+    bytes += body.length;
+    const h = headers();
+    h.set('Spate-Events', String(lines.length));
+    pending.push(js.publish(subjectFor('processed', 1, shardOf(`user-${i}`, 16)), body, { msgID: `bench-${i}`, headers: h }));
+    if (pending.length >= 64) await Promise.all(pending.splice(0));
+  }
+  await Promise.all(pending);
+  return bytes / events;
+}
+
+export async function runExportThroughput(o: { events: number; log: (m: string) => void; signal?: AbortSignal }): Promise<ExportThroughputResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'spate-bench-exports-'));
+  chmodSync(dir, 0o711);
+  const nats = new NatsNode({ dir: join(dir, 'nats'), port: await freePort(), monitorPort: await freePort(), serverName: 'bench-exports' });
+  const postgres = new PostgresServer({ dataDir: join(dir, 'pg'), port: await freePort(), durable: false });
+  const s3 = new S3rver({ address: '127.0.0.1', port: await freePort(), silent: true, directory: join(dir, 's3'), configureBuckets: [{ name: 'bench', configs: [] }] });
+  let worker: BenchProcess | undefined;
+  let nc: NatsConnection | undefined;
+  try {
+    await nats.start();
+    await postgres.init();
+    await postgres.start();
+    const databaseUrl = await postgres.createDatabase('spate');
+    const targetUrl = new URL(await postgres.createDatabase('export_target'));
+    const s3Address = await s3.run();
+    nc = await connectNats(nats.url, 'bench-exports');
+    const jsm = await jetstreamManager(nc);
+    await ensureStreams(jsm, { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 });
+    await ensurePipelineStreams(jsm, { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 120_000 });
+    const kv = await new Kvm(nc).create(BATCH_EXPORTS_BUCKET, { history: 1 });
+
+    const hourStart = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 2 * 3_600_000;
+    o.log(`publishing ${o.events.toLocaleString('en-US')} events to PROCESSED…`);
+    const eventBytes = await publishProcessed(nc, o.events, hourStart);
+
+    const port = await freePort();
+    worker = startNodeProcess(import.meta.url, '../../workers/main', {
+      NATS_URL: nats.url,
+      DATABASE_URL: databaseUrl,
+      WORKER_METRICS_PORT: String(port),
+      WORKER_ID: 'bench-exports',
+      EXPORT_EGRESS_ALLOW: 'loopback',
+      LOG_LEVEL: 'warn',
+    });
+    await waitFor('the worker', async () => (await fetch(`http://127.0.0.1:${port}/_ready`).catch(() => undefined))?.ok === true, 60_000);
+
+    const lines: Array<BatchExportRunLine & { exportId: string }> = [];
+    await jsm.consumers.add(PIPELINE_STREAMS.batchExportRuns.name, { durable_name: 'bench', ack_policy: AckPolicy.Explicit });
+    const messages = await (await jetstream(nc).consumers.get(PIPELINE_STREAMS.batchExportRuns.name, 'bench')).consume();
+    void (async () => {
+      for await (const m of messages) {
+        for (const line of parseNdjson<BatchExportRunLine>(m.data)) lines.push({ ...line, exportId: m.subject.split('.')[2]! });
+        m.ack();
+      }
+    })();
+
+    const destinations: Array<[string, BatchExportRecord['destination']]> = [
+      [
+        'S3, JSONLines gzip',
+        { type: 'S3', config: { bucket_name: 'bench', region: 'us-east-1', prefix: 'bench', endpoint_url: `http://127.0.0.1:${s3Address.port}`, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', compression: 'gzip' } },
+      ],
+      [
+        'PostgreSQL, COPY',
+        { type: 'Postgres', config: { host: targetUrl.hostname, port: Number(targetUrl.port), user: 'postgres', password: 'unused', database: 'export_target', table_name: 'events' } },
+      ],
+    ];
+    const runs: ExportRunFigures[] = [];
+    for (const [name, destination] of destinations) {
+      o.signal?.throwIfAborted();
+      const id = crypto.randomUUID();
+      const record: BatchExportRecord = {
+        id, team_id: 1, name, model: 'events', interval: 'hour', interval_seconds: 3_600, paused: true, start_at: null, end_at: null, hogql_query: null, destination, last_updated_at: new Date().toISOString(),
+      };
+      await kv.put(id, JSON.stringify(record));
+      const idle = rssBytes(worker.pid);
+      const rss = sampleRss(worker.pid, 50);
+      const backfillId = crypto.randomUUID();
+      await jetstream(nc).publish(
+        pipelineSubject('batchExportBackfills', 1, id),
+        JSON.stringify({ id: backfillId, batch_export_id: id, team_id: 1, start_at: new Date(hourStart).toISOString(), end_at: new Date(hourStart + 3_600_000).toISOString(), interval: 'hour', interval_seconds: 3_600, total_runs: 1, created_at: new Date().toISOString() }) + '\n',
+        { msgID: `backfill:${backfillId}` },
+      );
+      o.log(`export run → ${name}…`);
+      await waitFor(`the run to ${name}`, () => {
+        const failed = lines.find((l) => l.exportId === id && l.status === 'Failed');
+        if (failed) throw new Error(`the run to ${name} failed: ${failed.latest_error}`);
+        return lines.some((l) => l.exportId === id && l.status === 'Completed');
+      }, 900_000, 100);
+      const peak = rss.stop();
+      const running = lines.filter((l) => l.exportId === id && l.status === 'Running').at(-1)!;
+      const done = lines.find((l) => l.exportId === id && l.status === 'Completed')!;
+      const seconds = (Date.parse(done.updated_at!) - Date.parse(running.updated_at!)) / 1000;
+      const cursor = done.cursor ? (JSON.parse(done.cursor) as { bytes_exported?: number }) : {};
+      const figures: ExportRunFigures = {
+        destination: name,
+        records: done.records_completed ?? 0,
+        seconds,
+        eventsPerSecond: Math.round((done.records_completed ?? 0) / seconds),
+        bytes: cursor.bytes_exported ?? null,
+        idleRssMiB: Math.round(idle / MiB),
+        peakRssMiB: Math.round(peak / MiB),
+      };
+      o.log(`${name}: ${figures.eventsPerSecond.toLocaleString('en-US')} events/s (${figures.records} in ${seconds.toFixed(1)} s); worker RSS ${figures.idleRssMiB} → peak ${figures.peakRssMiB} MiB`);
+      runs.push(figures);
+    }
+    await messages.close();
+    return { events: o.events, eventBytes: Math.round(eventBytes), runs };
+  } finally {
+    await worker?.stop().catch(() => undefined);
+    await nc?.close().catch(() => undefined);
+    await s3.close().catch(() => undefined);
+    await postgres.stop().catch(() => undefined);
+    await nats.stop().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export function exportThroughputTable(r: ExportThroughputResult): Table {
+  return {
+    title: 'Batch export runs: one interval from PROCESSED to each destination (bench/exports)',
+    note:
+      `One backfill run of an interval of ${r.events.toLocaleString('en-US')} events (${r.eventBytes} bytes each on PROCESSED, 1,000 per message) in one worker process, timed from its Running report to its Completed report (planning, reading, formatting, delivery and commit). ` +
+      'Worker RSS: before the run and its peak during it. s3rver runs in the bench process, PostgreSQL and nats-server beside it, all on the same cores.',
+    columns: ['destination', 'events/s', 'seconds', 'bytes delivered', 'worker RSS idle → peak (MiB)'],
+    rows: r.runs.map((x) => [x.destination, x.eventsPerSecond, x.seconds, x.bytes ?? '–', `${x.idleRssMiB} → ${x.peakRssMiB}`]),
+  };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values } = parseArgs({ options: { events: { type: 'string', default: '1000000' }, help: { type: 'boolean', short: 'h' } } });
+  if (values.help) {
+    console.log('usage: npx tsx bench/exports/throughput.ts [--events N]\n\nOne batch-export run of N events (default 1,000,000) from PROCESSED to S3 (JSONLines gzip) and to PostgreSQL (COPY); prints events/s and the worker\'s memory.');
+    process.exit(0);
+  }
+  const result = await runExportThroughput({ events: Number(values.events), log: (m) => console.error(`[bench exports] ${m}`) });
+  console.log(JSON.stringify(result, null, 2));
+  process.exit(0);
+}
