@@ -147,4 +147,18 @@ export function byteSize(v: string, ctx: z.RefinementCtx): number {
   }
 }
 
+/** `N/M` (e.g. `10/50`: 10 of the last 50) as { n, of }. */
+export const envRatio = (def: string) =>
+  showDefault(
+    z
+      .string()
+      .regex(/^\d+\/\d+$/, 'N/M, e.g. 10/50')
+      .default(def)
+      .transform((v) => {
+        const [n, of] = v.split('/').map(Number) as [number, number];
+        return { n, of };
+      }),
+    def,
+  );
+
 export const envBytes = (def: string) => showDefault(z.string().default(def).transform(byteSize), def);

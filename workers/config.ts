@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { configHelp, envBool, envBytes, envDuration, envInt, envString, loadConfig, natsAuthSettings, secretKeySettings, setting, type ConfigOf } from '../lib/index.js';
+import { configHelp, envBool, envBytes, envDuration, envInt, envRatio, envString, loadConfig, natsAuthSettings, secretKeySettings, setting, type ConfigOf } from '../lib/index.js';
 
 export const workerConfigDefinition = {
   natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated'),
@@ -74,14 +74,7 @@ export const workerConfigDefinition = {
   exportRetryAttempts: setting('EXPORT_RETRY_ATTEMPTS', envInt(10, 1), 'attempts of a run before it is Failed (a failure that cannot pass by itself fails at once)'),
   exportAutoPause: setting(
     'EXPORT_AUTO_PAUSE',
-    z
-      .string()
-      .regex(/^(\d+)\/(\d+)$/, 'N/M, e.g. 10/50')
-      .default('10/50')
-      .transform((v) => {
-        const [failures, of] = v.split('/').map(Number) as [number, number];
-        return { failures, of };
-      }),
+    envRatio('10/50'),
     'pause an export when N of its last M scheduled runs Failed (0/M: never), as PostHog does',
   ),
   exportBackfillSkew: setting(

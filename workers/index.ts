@@ -160,7 +160,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           retryBackoffMs: config.exportRetryBackoff,
           retryMaxBackoffMs: config.exportRetryMaxBackoff,
           retryAttempts: config.exportRetryAttempts,
-          autoPause: config.exportAutoPause,
+          autoPause: { failures: config.exportAutoPause.n, of: config.exportAutoPause.of },
           backfillSkewMs: config.exportBackfillSkew,
           pollMs: 1_000,
         },

@@ -49,7 +49,7 @@ beforeAll(async () => {
   const offset = intervalEnd - (launchAt + FIRST_END_AFTER_MS);
   launcher = spawn(process.execPath, ['--import', 'tsx', join(root, 'deploy/start.ts')], {
     cwd: root,
-    env: { ...process.env, SPATE_DATA_DIR: dataDir, LOG_LEVEL: 'info', SPATE_TEST_EXPORT_CLOCK_OFFSET_MS: String(offset), EXPORT_GRACE: '2s' },
+    env: { ...process.env, SPATE_DATA_DIR: dataDir, LOG_LEVEL: 'warn', SPATE_TEST_EXPORT_CLOCK_OFFSET_MS: String(offset), EXPORT_GRACE: '2s' },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
@@ -120,23 +120,38 @@ describe('batch exports end to end', () => {
     const backfillRange = { start_at: new Date(hour).toISOString(), end_at: new Date(hour + 3_600_000).toISOString() };
     for (const id of Object.values(ids)) expect((await api('POST', `${base}${id}/backfill/`, backfillRange)).status).toBe(200);
 
-    // Each export: its backfill run and its first scheduled run Completed, as latest_runs shows.
+    // Each export: the backfill's 12 runs (5-minute intervals of the hour) and the first scheduled run
+    // Completed, as the admin server stored them from the runner's reports (latest_runs shows the
+    // newest ten of them).
     const scheduledStart = new Date(intervalEnd - 300_000).toISOString();
-    for (const [type, id] of Object.entries(ids)) {
-      let seen: unknown;
-      await waitFor(`${type}: backfill and scheduled runs completed`, async () => {
-        const runs = (await api('GET', `${base}${id}/`)).body.latest_runs as Array<{ status: string; data_interval_start: string }>;
-        seen = runs;
-        const backfill = runs.find((r) => r.data_interval_start === backfillRange.start_at);
-        const scheduled = runs.find((r) => r.data_interval_start === scheduledStart);
-        if (backfill?.status === 'Failed' || scheduled?.status === 'Failed') throw new Error(`${type}: a run failed: ${JSON.stringify(runs)}`);
-        return backfill?.status === 'Completed' && scheduled?.status === 'Completed';
-      }, 200_000, 1_000).catch((err: unknown) => {
-        throw new Error(`${(err as Error).message}; scheduled ${scheduledStart}; runs ${JSON.stringify(seen)}\n${output.slice(-3000)}`);
-      });
+    const adminDb = new pg.Client({ connectionString: cluster.databaseUrl });
+    await adminDb.connect();
+    try {
+      for (const [type, id] of Object.entries(ids)) {
+        let seen: unknown;
+        await waitFor(`${type}: backfill and scheduled runs completed`, async () => {
+          const { rows } = await adminDb.query<{ backfill: boolean; start: Date; status: string; records: number | null }>(
+            'SELECT backfill_id IS NOT NULL AS backfill, data_interval_start AS start, status, records_completed AS records FROM batch_export_runs WHERE batch_export_id = $1',
+            [id],
+          );
+          seen = rows;
+          if (rows.some((r) => r.status === 'Failed')) throw new Error(`${type}: a run failed: ${JSON.stringify(rows)}`);
+          const backfill = rows.filter((r) => r.backfill);
+          const scheduled = rows.find((r) => !r.backfill && r.start.toISOString() === scheduledStart);
+          return backfill.length === 12 && backfill.every((r) => r.status === 'Completed') && scheduled?.status === 'Completed';
+        }, 200_000, 1_000).catch((err: unknown) => {
+          throw new Error(`${(err as Error).message}; scheduled ${scheduledStart}; runs ${JSON.stringify(seen)}\n${output.slice(-3000)}`);
+        });
+        // Between them, the scheduled run and the backfill delivered each event once.
+        const { rows } = await adminDb.query<{ n: number }>(`SELECT sum(records_completed)::int AS n FROM batch_export_runs WHERE batch_export_id = $1 AND status = 'Completed'`, [id]);
+        expect(rows[0]!.n, type).toBe(300);
+      }
+    } finally {
+      await adminDb.end();
     }
-    const runs = (await api('GET', `${base}${ids.S3}/`)).body.latest_runs as Array<{ records_completed: number; status: string }>;
-    expect(runs.filter((r) => r.status === 'Completed').reduce((n, r) => n + r.records_completed, 0)).toBe(300);
+    const shown = (await api('GET', `${base}${ids.S3}/`)).body.latest_runs as Array<{ status: string }>;
+    expect(shown).toHaveLength(10);
+    expect(shown.every((r) => r.status === 'Completed')).toBe(true);
 
     const want = batch.map((e) => e.uuid).sort();
     const s3Uuids: string[] = [];
