@@ -68,6 +68,11 @@ export const workerConfigDefinition = {
     envString(''),
     'non-public addresses export destinations may reach, comma-separated: loopback, private (private, link-local and reserved ranges) and CIDR ranges; empty: public addresses only (npm start sets loopback)',
   ),
+  exportConcurrency: setting(
+    'EXPORT_CONCURRENCY',
+    envInt(2, 1),
+    "runs this worker delivers at once, across the exports it holds (the others wait their turn): each holds up to ~100 MiB (docs/exports.md)",
+  ),
   exportGrace: setting('EXPORT_GRACE', envDuration('30s'), 'a scheduled run for [start, end) starts this long after end'),
   exportRetryBackoff: setting('EXPORT_RETRY_BACKOFF', envDuration('30s'), 'wait before the first retry of a run that failed for a reason of the moment; doubled for each further one'),
   exportRetryMaxBackoff: setting('EXPORT_RETRY_MAX_BACKOFF', envDuration('2m'), 'longest wait between retries of a run'),

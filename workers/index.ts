@@ -163,6 +163,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           autoPause: { failures: config.exportAutoPause.n, of: config.exportAutoPause.of },
           backfillSkewMs: config.exportBackfillSkew,
           pollMs: 1_000,
+          concurrency: config.exportConcurrency,
         },
         { nc, js: jetstream(nc), jsm, registry, logger, coordinator, clock: deps.exportClock, faults: deps.exportFaults },
       );

@@ -50,6 +50,8 @@ export interface ExportRunnerDeps {
   /** End of the last completed scheduled interval per export (the lag metric). */
   lastCompletedEnd: Map<string, number>;
   faults?: ExportFaults;
+  /** Runs of all the exports a worker holds take turns (EXPORT_CONCURRENCY): memory is bounded per worker. */
+  turns: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 /** Fault injection for process tests only. */
@@ -117,7 +119,7 @@ class ExportLoop {
         const record = this.record;
         if (!record) return;
         const job = await this.nextJob(record);
-        if ('run' in job) await this.execute(job.run);
+        if ('run' in job) await this.deps.turns(() => (this.signal.aborted ? Promise.resolve() : this.execute(job.run)));
         else await this.sleepUntil(job.waitUntil);
       }
     } finally {

@@ -4,7 +4,7 @@ import { gunzipSync } from 'node:zlib';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CapturedEvent } from '../../lib/index.js';
-import { freshDatabase } from '../../test/kit/index.js';
+import { freshDatabase, waitFor } from '../../test/kit/index.js';
 import type { ExportClock } from '../index.js';
 import { startExportRig, type ExportRig } from '../../test/exports/harness.js';
 import { capture, publishEvents, waitForProcessed } from '../../test/workers/harness.js';
@@ -139,5 +139,51 @@ describe('exports', () => {
     } finally {
       await db.end();
     }
+  });
+
+  it('exports - backfills and scheduled runs over the same events deliver each once; paused intervals are skipped; a deleted export is let go', async () => {
+    const clock = movableClock();
+    rig = await startExportRig({ deps: { exportClock: clock } });
+    const end = endIntervalIn(clock, 12_000);
+    const record = await rig.putExport({ id: crypto.randomUUID(), interval: 'every 5 minutes', destination: s3Destination(rig, { prefix: 'overlap' }) });
+    const first = eventsBetween(100, '2024-05-01T12:00:00Z', '2024-05-01T13:00:00Z');
+    await publishEvents(rig.js, first);
+    await waitForProcessed(rig.nc, first.length);
+    const mine = (l: { exportId: string }) => l.exportId === record.id;
+    /** The records of a backfill of the hour: its 12 five-minute runs, once all completed. */
+    const backfilled = async (id: string) => {
+      const done = () => rig!.runs().filter((l) => l.backfill_id === id && l.status === 'Completed');
+      await waitFor(`backfill ${id}`, () => new Set(done().map((l) => l.data_interval_start)).size === 12, 30_000, 50);
+      return done().reduce((n, l) => n + (l.records_completed ?? 0), 0);
+    };
+    const scheduled1 = await rig.waitForRun('the first scheduled run', (l) => mine(l) && !l.backfill_id && l.status === 'Completed');
+    expect(scheduled1.records_completed).toBe(100);
+
+    // The hour's backfill: everything in it arrived in the completed scheduled run.
+    const b1 = await rig.backfill(record, '2024-05-01T12:00:00.000Z', '2024-05-01T13:00:00.000Z');
+    expect(await backfilled(b1)).toBe(0);
+
+    // More events of that hour arrive; a backfill takes them before the next scheduled run does.
+    const more = eventsBetween(50, '2024-05-01T12:00:00Z', '2024-05-01T13:00:00Z');
+    await publishEvents(rig.js, more);
+    await waitForProcessed(rig.nc, first.length + more.length);
+    const b2 = await rig.backfill(record, '2024-05-01T12:00:00.000Z', '2024-05-01T13:00:00.000Z');
+    expect(await backfilled(b2)).toBe(50);
+    clock.offset = end + 300_000 - (Date.now() + 2_000);
+    const scheduled2 = await rig.waitForRun('the second scheduled run', (l) => mine(l) && !l.backfill_id && l.data_interval_start === new Date(end).toISOString() && l.status === 'Completed');
+    expect(scheduled2.records_completed).toBe(0);
+
+    const uuids: string[] = [];
+    for (const key of await rig.s3.list('exports', 'overlap/')) uuids.push(...jsonLines(await rig.s3.get('exports', key), true).map((l) => l.uuid as string));
+    expect(uuids.sort()).toEqual([...first, ...more].map((e) => e.uuid).sort());
+
+    // Paused: the next interval falls due and is skipped, not run.
+    await rig.putExport({ ...record, paused: true });
+    clock.offset = end + 600_000 - (Date.now() + 1_000);
+    await waitFor('the skip logged', () => rig!.logs().some((l) => mine(l) && l.message.startsWith('Skipped 1 interval(s)')), 15_000, 50);
+    expect(rig.runs().filter((l) => mine(l) && l.data_interval_start === new Date(end + 300_000).toISOString())).toEqual([]);
+
+    await rig.deleteExport(record.id);
+    await waitFor('the export let go', () => !rig!.worker.heldExports().includes(record.id), 10_000, 50);
   });
 });

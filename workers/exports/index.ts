@@ -3,6 +3,7 @@
 // runs its scheduled intervals and backfills one at a time and reports them to the admin
 // server. The exports come from the KV bucket spate-batch-exports.
 import { randomUUID } from 'node:crypto';
+import pLimit from 'p-limit';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { BatchExportRecord, Logger, NatsConnection, Registry } from '../../lib/index.js';
 import { createPool, type LeaseCoordinator } from '../coordination/index.js';
@@ -30,6 +31,8 @@ export interface ExportsOptions extends ExportSettings {
   egressAllow: string;
   /** Bytes a run's PROCESSED reader pulls at once (its memory bound). */
   readBytes: number;
+  /** Runs delivered at once by this worker. */
+  concurrency: number;
 }
 
 export interface ExportsDeps {
@@ -87,6 +90,7 @@ export async function startExports(options: ExportsOptions, deps: ExportsDeps): 
     destinationConfig,
     lastCompletedEnd,
     faults: deps.faults,
+    turns: pLimit(options.concurrency),
   };
   deps.coordinator.addLeaseSet({
     set: EXPORT_LEASES,

@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import { egressPolicy } from './egress.js';
+import { keeps, type RunPlan } from './plan.js';
+import { eventJsonLine, pythonIsoUs } from './records.js';
+import { alignedStart, dueIntervals, withinBounds } from './schedule.js';
+import { formatPrefix, objectKey } from './destinations/s3.js';
+
+const t = (iso: string) => Date.parse(iso);
+
+describe('export schedule', () => {
+  it('schedule - intervals are aligned in UTC; weeks start on Sunday 00:00 UTC', () => {
+    const at = t('2026-11-26T03:24:36.500Z'); // a Thursday
+    expect(new Date(alignedStart(at, 'every 5 minutes')).toISOString()).toBe('2026-11-26T03:20:00.000Z');
+    expect(new Date(alignedStart(at, 'every 15 minutes')).toISOString()).toBe('2026-11-26T03:15:00.000Z');
+    expect(new Date(alignedStart(at, 'hour')).toISOString()).toBe('2026-11-26T03:00:00.000Z');
+    expect(new Date(alignedStart(at, 'day')).toISOString()).toBe('2026-11-26T00:00:00.000Z');
+    expect(new Date(alignedStart(at, 'week')).toISOString()).toBe('2026-11-22T00:00:00.000Z');
+    expect(new Date(alignedStart(at, 'week')).getUTCDay()).toBe(0);
+    expect(alignedStart(t('2026-11-22T00:00:00Z'), 'week')).toBe(t('2026-11-22T00:00:00Z'));
+  });
+
+  it('schedule - a run is due after its end plus the grace; missed runs come back in order', () => {
+    const start = t('2026-11-26T00:00:00Z');
+    expect(dueIntervals(start, t('2026-11-26T01:00:29Z'), 'hour', 30_000)).toEqual([]);
+    expect(dueIntervals(start, t('2026-11-26T01:00:30Z'), 'hour', 30_000)).toEqual([{ start, end: start + 3_600_000 }]);
+    expect(dueIntervals(start, t('2026-11-26T03:10:00Z'), 'hour', 30_000).map((i) => new Date(i.start).toISOString())).toEqual([
+      '2026-11-26T00:00:00.000Z',
+      '2026-11-26T01:00:00.000Z',
+      '2026-11-26T02:00:00.000Z',
+    ]);
+  });
+
+  it('schedule - start_at and end_at bound the runs by their end', () => {
+    const bounds = { start_at: '2026-11-26T01:00:00Z', end_at: '2026-11-26T03:00:00Z' };
+    expect(withinBounds(t('2026-11-26T01:00:00Z'), bounds)).toBe(false);
+    expect(withinBounds(t('2026-11-26T02:00:00Z'), bounds)).toBe(true);
+    expect(withinBounds(t('2026-11-26T03:00:00Z'), bounds)).toBe(true);
+    expect(withinBounds(t('2026-11-26T04:00:00Z'), bounds)).toBe(false);
+  });
+});
+
+describe('export egress policy', () => {
+  it('egress - loopback, private, link-local and reserved addresses are refused unless allowed', () => {
+    const closed = egressPolicy('');
+    for (const ip of ['127.0.0.1', '::1', '10.1.2.3', '172.20.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', 'fd00::1', 'fe80::1', '::ffff:127.0.0.1']) {
+      expect(() => closed.check('h', ip), ip).toThrow(/refused by the egress policy/);
+    }
+    expect(() => closed.check('h', '93.184.216.34')).not.toThrow();
+    expect(() => closed.check('h', '2606:2800:220:1::1')).not.toThrow();
+    const loopback = egressPolicy('loopback');
+    expect(() => loopback.check('h', '127.0.0.1')).not.toThrow();
+    expect(() => loopback.check('h', '10.0.0.1')).toThrow();
+    const range = egressPolicy('10.1.0.0/16');
+    expect(() => range.check('h', '10.1.200.3')).not.toThrow();
+    expect(() => range.check('h', '10.2.0.1')).toThrow();
+    expect(() => egressPolicy('intranet')).toThrow(/EXPORT_EGRESS_ALLOW/);
+  });
+});
+
+describe('export records and plans', () => {
+  it('records - JSON lines in a fixed key order with Python isoformat timestamps', () => {
+    expect(pythonIsoUs(t('2024-01-01T00:00:00Z') * 1000)).toBe('2024-01-01T00:00:00+00:00');
+    expect(pythonIsoUs(t('2024-01-01T00:00:00.123Z') * 1000 + 4)).toBe('2024-01-01T00:00:00.123004+00:00');
+    const line = eventJsonLine({
+      uuid: 'u', event: 'e', properties: { b: 1, a: [2] }, distinct_id: 'd', team_id: 3, timestampUs: t('2024-01-01T00:00:01Z') * 1000,
+      person_id: null, elements_chain: '', set: null, set_once: { x: 1 }, insertedAtUs: t('2024-01-01T00:00:02Z') * 1000 + 5, seq: 9,
+    });
+    expect(line).toBe(
+      '{"uuid":"u","event":"e","properties":{"b":1,"a":[2]},"distinct_id":"d","team_id":3,"timestamp":"2024-01-01T00:00:01+00:00","person_id":null,"elements_chain":"","set":null,"set_once":{"x":1},"created_at":"2024-01-01T00:00:02.000005+00:00","_inserted_at":"2024-01-01T00:00:02.000005+00:00"}\n',
+    );
+  });
+
+  it('plans - a backfill keeps its timestamps and leaves completed scheduled ranges; a scheduled run leaves what a backfill took', () => {
+    const backfill: RunPlan = { kind: 'events', mode: 'timestamp', firstSeq: 1, lastSeq: 100, startUs: 1_000, endUs: 2_000, exclude: [{ firstSeq: 50, lastSeq: 60 }] };
+    expect(keeps(backfill, { seq: 10, timestampUs: 1_500 })).toBe(true);
+    expect(keeps(backfill, { seq: 10, timestampUs: 2_000 })).toBe(false);
+    expect(keeps(backfill, { seq: 55, timestampUs: 1_500 })).toBe(false);
+    const scheduled: RunPlan = { kind: 'events', mode: 'arrival', firstSeq: 90, lastSeq: 120, exclude: [{ firstSeq: 1, lastSeq: 100, startUs: 1_000, endUs: 2_000 }] };
+    expect(keeps(scheduled, { seq: 95, timestampUs: 1_500 })).toBe(false);
+    expect(keeps(scheduled, { seq: 95, timestampUs: 5_000 })).toBe(true);
+    expect(keeps(scheduled, { seq: 110, timestampUs: 1_500 })).toBe(true);
+  });
+
+  it('S3 keys - PostHog placeholders from the interval end; backfills and parts in the name', () => {
+    const run = { exportId: 'x', teamId: 1, model: 'events' as const, start: new Date('2024-05-01T23:00:00Z'), end: new Date('2024-05-02T00:00:00Z'), backfillId: null, runId: 'r' };
+    expect(formatPrefix('/exports/{table}/{year}/{month}/{day}/', run)).toBe('/exports/events/2024/05/02/');
+    expect(objectKey({ prefix: '/exports/{table}/' }, run, { format: 'JSONLines', compression: 'gzip' }, undefined)).toBe(
+      'exports/events/2024-05-01T23:00:00+00:00-2024-05-02T00:00:00+00:00.jsonl.gz',
+    );
+    expect(objectKey({ prefix: '' }, { ...run, backfillId: 'b' }, { format: 'Parquet', compression: null }, 2)).toBe(
+      '2024-05-01T23:00:00+00:00-2024-05-02T00:00:00+00:00-backfill-b-2.parquet',
+    );
+  });
+});
