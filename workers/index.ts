@@ -7,6 +7,7 @@ import {
   createLogger,
   ensureClusterSettings,
   natsAuthOf,
+  secretKeyringOf,
   retryUnanswered,
   streamsPresent,
   type Logger,
@@ -148,12 +149,11 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       coordinationMetrics,
     );
     if (config.exports) {
-      exports = await startExports(
+      exports = startExports(
         {
           workerId,
           databaseUrl: config.databaseUrl,
           dbPoolSize: config.exportDbPoolSize,
-          natsReplicas: config.natsReplicas,
           egressAllow: config.exportEgressAllow,
           readBytes: config.exportReadBytes,
           graceMs: config.exportGrace,
@@ -164,6 +164,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           backfillSkewMs: config.exportBackfillSkew,
           pollMs: 1_000,
           concurrency: config.exportConcurrency,
+          keyring: secretKeyringOf(config),
         },
         { nc, js: jetstream(nc), jsm, registry, logger, coordinator, clock: deps.exportClock, faults: deps.exportFaults },
       );

@@ -18,6 +18,8 @@ import {
   connectNats,
   ensurePipelineStreams,
   ensureStreams,
+  generateSecretKey,
+  NATS_USERS,
   parseNdjson,
   pipelineSubject,
   PIPELINE_STREAMS,
@@ -27,7 +29,7 @@ import {
   type BatchExportRunLine,
   type NatsConnection,
 } from '../../lib/index.js';
-import { NatsNode } from '../../deploy/local/nats-server.js';
+import { generateNatsServerAuth, NatsNode } from '../../deploy/local/nats-server.js';
 import { freePort } from '../../deploy/local/ports.js';
 import { PostgresServer } from '../../deploy/local/postgres.js';
 import { waitFor } from '../../deploy/local/wait.js';
@@ -100,7 +102,8 @@ async function publishProcessed(nc: NatsConnection, events: number, hourStart: n
 export async function runExportThroughput(o: { events: number; log: (m: string) => void; signal?: AbortSignal }): Promise<ExportThroughputResult> {
   const dir = mkdtempSync(join(tmpdir(), 'spate-bench-exports-'));
   chmodSync(dir, 0o711);
-  const nats = new NatsNode({ dir: join(dir, 'nats'), port: await freePort(), monitorPort: await freePort(), serverName: 'bench-exports' });
+  const auth = generateNatsServerAuth();
+  const nats = new NatsNode({ dir: join(dir, 'nats'), port: await freePort(), monitorPort: await freePort(), serverName: 'bench-exports', auth });
   const postgres = new PostgresServer({ dataDir: join(dir, 'pg'), port: await freePort(), durable: false });
   const s3 = new S3rver({ address: '127.0.0.1', port: await freePort(), silent: true, directory: join(dir, 's3'), configureBuckets: [{ name: 'bench', configs: [] }] });
   let worker: BenchProcess | undefined;
@@ -112,7 +115,7 @@ export async function runExportThroughput(o: { events: number; log: (m: string) 
     const databaseUrl = await postgres.createDatabase('spate');
     const targetUrl = new URL(await postgres.createDatabase('export_target'));
     const s3Address = await s3.run();
-    nc = await connectNats(nats.url, 'bench-exports');
+    nc = await connectNats(nats.url, 'bench-exports', { user: NATS_USERS.operator, pass: auth.passwords.operator });
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 });
     await ensurePipelineStreams(jsm, { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 120_000 });
@@ -125,6 +128,9 @@ export async function runExportThroughput(o: { events: number; log: (m: string) 
     const port = await freePort();
     worker = startNodeProcess(import.meta.url, '../../workers/main', {
       NATS_URL: nats.url,
+      NATS_USER: NATS_USERS.worker,
+      NATS_PASSWORD: auth.passwords.worker,
+      SPATE_SECRET_KEY: generateSecretKey(),
       DATABASE_URL: databaseUrl,
       WORKER_METRICS_PORT: String(port),
       WORKER_ID: 'bench-exports',

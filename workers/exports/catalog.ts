@@ -11,13 +11,29 @@ export class ExportCatalog {
 
   private constructor(private readonly logger: Logger) {}
 
-  /** Opens (creating it if the admin server has not yet) the bucket and loads every record. */
-  static async open(nc: NatsConnection, replicas: number, logger: Logger): Promise<ExportCatalog> {
+  /**
+   * Loads every record and watches the bucket. The admin server creates the bucket (the worker's
+   * NATS user may only read it): until it exists, the catalog is empty and keeps looking.
+   */
+  static open(nc: NatsConnection, logger: Logger): ExportCatalog {
     const catalog = new ExportCatalog(logger);
-    const kv = await new Kvm(nc).create(BATCH_EXPORTS_BUCKET, { history: 1, replicas });
-    await catalog.load(kv);
-    catalog.watch(kv);
+    void catalog.follow(nc);
     return catalog;
+  }
+
+  private async follow(nc: NatsConnection): Promise<void> {
+    for (let attempt = 0; !this.stopped; attempt++) {
+      try {
+        const kv = await new Kvm(nc).open(BATCH_EXPORTS_BUCKET);
+        await kv.status();
+        await this.load(kv);
+        this.watch(kv);
+        return;
+      } catch (err) {
+        if (attempt % 30 === 0) this.logger.info({ err: String(err) }, `waiting for the KV bucket ${BATCH_EXPORTS_BUCKET} (the admin server creates it)`);
+        await new Promise((r) => setTimeout(r, 1_000));
+      }
+    }
   }
 
   private async load(kv: KV): Promise<void> {

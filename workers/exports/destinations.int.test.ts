@@ -201,10 +201,11 @@ describe('export destinations', () => {
     await dest.connect();
     cleanups.push(() => dest.end());
     await dest.query('CREATE TABLE slim (uuid text, event text, "timestamp" timestamptz)');
+    const at = (minute: number) => ({ timestamp: `2024-05-01T12:0${minute}:00.000Z` });
     const sent = [
-      capture(1, '$identify', 'anon-1', { $set: { plan: 'free' } }),
-      capture(1, '$identify', 'anon-2', { $set: { plan: 'pro' } }),
-      capture(1, 'pageview', 'anon-1', {}),
+      capture(1, '$identify', 'anon-1', { $set: { plan: 'free' } }, at(1)),
+      capture(1, '$identify', 'anon-2', { $set: { plan: 'pro' } }, at(2)),
+      capture(1, 'pageview', 'anon-1', {}, at(3)),
     ];
     await withEvents(rig, sent);
     const workerDb = new pg.Client({ connectionString: rig.databaseUrl });
@@ -217,8 +218,8 @@ describe('export destinations', () => {
     const end = new Date(Date.now() - 1000).toISOString();
     const b1 = await rig.backfill(events, HOUR.start, HOUR.end);
     const b2 = await rig.backfill({ ...persons, interval_seconds: 86_400 * 7 }, new Date(Date.now() - 3_600_000).toISOString(), end);
-    await rig.waitForRun('events', (l) => l.backfill_id === b1 && l.status === 'Completed');
-    await rig.waitForRun('persons', (l) => l.backfill_id === b2 && l.status === 'Completed');
+    await rig.waitForRun('events', (l) => l.backfill_id === b1 && l.status === 'Completed', 30_000);
+    await rig.waitForRun('persons', (l) => l.backfill_id === b2 && l.status === 'Completed', 30_000);
     expect((await dest.query('SELECT uuid, event FROM slim ORDER BY event')).rows).toHaveLength(3);
     const people = (await dest.query('SELECT distinct_id, properties, person_version FROM people ORDER BY distinct_id')).rows;
     expect(people.map((p) => [p.distinct_id, p.properties.plan])).toEqual([

@@ -5,7 +5,17 @@
 import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
-import type { BatchExportRecord, Logger, NatsConnection, Registry } from '../../lib/index.js';
+import {
+  decryptConfigSecrets,
+  secretContext,
+  SecretDecryptionError,
+  type BatchExportRecord,
+  type Logger,
+  type NatsConnection,
+  type Registry,
+  type SecretKeyring,
+} from '../../lib/index.js';
+import { ExportError } from './errors.js';
 import { createPool, type LeaseCoordinator } from '../coordination/index.js';
 import { ExportCatalog } from './catalog.js';
 import { egressPolicy } from './egress.js';
@@ -26,13 +36,14 @@ export interface ExportsOptions extends ExportSettings {
   workerId: string;
   databaseUrl: string;
   dbPoolSize: number;
-  natsReplicas: number;
   /** EXPORT_EGRESS_ALLOW: loopback, private, CIDR ranges. */
   egressAllow: string;
   /** Bytes a run's PROCESSED reader pulls at once (its memory bound). */
   readBytes: number;
   /** Runs delivered at once by this worker. */
   concurrency: number;
+  /** SPATE_SECRET_KEY (and previous keys): decrypts the destinations' secrets. */
+  keyring: SecretKeyring;
 }
 
 export interface ExportsDeps {
@@ -54,18 +65,27 @@ export interface ExportsRole {
 }
 
 /**
- * The destination config as the runner uses it. Secrets are read as the KV record holds them;
- * where they are encrypted at rest, this is the one place that decrypts them (and only when
- * a run connects).
+ * The destination config as a run uses it: the admin server stores secret fields encrypted
+ * (docs/security.md, "Secrets at rest"); they are decrypted here, only when a run connects, and
+ * live only in that run's destination client.
  */
-function destinationConfig(record: BatchExportRecord): Record<string, unknown> {
-  return record.destination.config;
+function destinationConfig(keyring: SecretKeyring) {
+  return (record: BatchExportRecord): Record<string, unknown> => {
+    try {
+      return decryptConfigSecrets(record.destination.config, keyring, (field) => secretContext('batch_export', record.team_id, field));
+    } catch (err) {
+      if (err instanceof SecretDecryptionError) {
+        throw new ExportError('invalid_config', `the destination's secrets do not decrypt (${err.code}): ${err.message}`, { cause: err });
+      }
+      throw err;
+    }
+  };
 }
 
-export async function startExports(options: ExportsOptions, deps: ExportsDeps): Promise<ExportsRole> {
+export function startExports(options: ExportsOptions, deps: ExportsDeps): ExportsRole {
   const logger = deps.logger.child({ role: 'exports' });
   const egress = egressPolicy(options.egressAllow);
-  const catalog = await ExportCatalog.open(deps.nc, options.natsReplicas, logger);
+  const catalog = ExportCatalog.open(deps.nc, logger);
   const db = createPool(options.databaseUrl, options.dbPoolSize, logger);
   const lastCompletedEnd = new Map<string, number>();
   const held = new Set<string>();
@@ -87,7 +107,7 @@ export async function startExports(options: ExportsOptions, deps: ExportsDeps): 
     logger,
     workerId: options.workerId,
     instanceId: `${options.workerId}:${randomUUID().slice(0, 8)}`,
-    destinationConfig,
+    destinationConfig: destinationConfig(options.keyring),
     lastCompletedEnd,
     faults: deps.faults,
     turns: pLimit(options.concurrency),

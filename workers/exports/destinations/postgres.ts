@@ -172,10 +172,20 @@ export class PostgresDestination implements Destination {
   private async ensureTables(client: pg.Client): Promise<string[]> {
     const columns = this.model === 'persons' ? PERSONS_TABLE_COLUMNS : EVENTS_TABLE_COLUMNS;
     const key = this.model === 'persons' ? ', PRIMARY KEY (team_id, distinct_id)' : '';
-    await client.query(`CREATE TABLE IF NOT EXISTS ${this.qualified} (${columns.map(([n, t]) => `${pg.escapeIdentifier(n)} ${t}`).join(', ')}${key})`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${pg.escapeIdentifier(this.schema)}.${LEDGER_TABLE} (run_id text PRIMARY KEY, target_table text NOT NULL, data_interval_start timestamptz NOT NULL, data_interval_end timestamptz NOT NULL, records bigint, exported_at timestamptz NOT NULL DEFAULT now())`,
-    );
+    // CREATE TABLE IF NOT EXISTS is not safe against itself (two runs into one database at once
+    // collide on the catalog's keys): Spate's runs take turns on an advisory lock of their own.
+    await client.query('BEGIN');
+    try {
+      await client.query("SELECT pg_advisory_xact_lock(hashtext('spate batch export tables'))");
+      await client.query(`CREATE TABLE IF NOT EXISTS ${this.qualified} (${columns.map(([n, t]) => `${pg.escapeIdentifier(n)} ${t}`).join(', ')}${key})`);
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${pg.escapeIdentifier(this.schema)}.${LEDGER_TABLE} (run_id text PRIMARY KEY, target_table text NOT NULL, data_interval_start timestamptz NOT NULL, data_interval_end timestamptz NOT NULL, records bigint, exported_at timestamptz NOT NULL DEFAULT now())`,
+      );
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
     const { rows } = await client.query<{ column_name: string }>(
       'SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position',
       [this.schema, this.table],
