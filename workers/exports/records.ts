@@ -64,17 +64,19 @@ export function exportRecordOf(line: unknown, insertedAtUs: number, seq: number)
   };
 }
 
-const pad = (n: number, width = 2) => String(n).padStart(width, '0');
+let lastUs = Number.NaN;
+let lastText = '';
 
 /** `2024-01-01T00:00:00.123456+00:00` (Python's isoformat of a UTC datetime with microseconds; no fraction when it is zero). */
 export function pythonIsoUs(us: number): string {
-  const ms = Math.floor(us / 1000);
-  const d = new Date(ms);
+  // Every event of a message shares its arrival time: the last answer is often the next one.
+  if (us === lastUs) return lastText;
   const micros = ((us % 1_000_000) + 1_000_000) % 1_000_000;
-  const base =
-    `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}T` +
-    `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}`;
-  return `${base}${micros === 0 ? '' : `.${pad(micros, 6)}`}+00:00`;
+  const iso = new Date((us - micros) / 1000).toISOString(); // whole seconds: "…T00:00:00.000Z"
+  const text = `${iso.slice(0, 19)}${micros === 0 ? '' : `.${String(micros).padStart(6, '0')}`}+00:00`;
+  lastUs = us;
+  lastText = text;
+  return text;
 }
 
 /** Python's isoformat of an interval bound (whole seconds): `2024-01-01T00:00:00+00:00`. */
