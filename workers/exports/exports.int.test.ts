@@ -186,4 +186,30 @@ describe('exports', () => {
     await rig.deleteExport(record.id);
     await waitFor('the export let go', () => !rig!.worker.heldExports().includes(record.id), 10_000, 50);
   });
+
+  it('exports - a scheduled persons run delivers the persons changed in its interval, merged by distinct id into PostgreSQL', async () => {
+    const clock = movableClock();
+    rig = await startExportRig({ deps: { exportClock: clock } });
+    const dest = await postgresDestination();
+    endIntervalIn(clock, 15_000);
+    const record = await rig.putExport({ id: crypto.randomUUID(), model: 'persons', interval: 'every 5 minutes', destination: { type: 'Postgres', config: { ...dest.config, table_name: 'people' } } });
+    const sent = [capture(1, '$identify', 'p-1', { $set: { tier: 'gold' } }), capture(1, '$identify', 'p-2', { $set: { tier: 'silver' } })];
+    await publishEvents(rig.js, sent);
+    await waitForProcessed(rig.nc, sent.length);
+    const done = await rig.waitForRun('the scheduled persons run', (l) => l.exportId === record.id && !l.backfill_id && l.status === 'Completed', 60_000);
+    expect(done.records_completed).toBe(2);
+    const db = new pg.Client({ connectionString: dest.url });
+    await db.connect();
+    try {
+      const { rows } = await db.query<{ distinct_id: string; tier: string; person_version: string }>(
+        `SELECT distinct_id, properties->>'tier' AS tier, person_version FROM people ORDER BY distinct_id`,
+      );
+      expect(rows.map((r) => [r.distinct_id, r.tier])).toEqual([
+        ['p-1', 'gold'],
+        ['p-2', 'silver'],
+      ]);
+    } finally {
+      await db.end();
+    }
+  });
 });

@@ -69,7 +69,9 @@ export async function planScheduled(
   const realStart = clock.toReal(run.start);
   const realEnd = clock.toReal(run.end);
   let firstSeq: number;
-  if (schedule.chainEnd === run.start && schedule.chainSeq !== null) {
+  // A chain position past the stream's end means PROCESSED was made anew (sequences start over):
+  // the run then goes by time, as a first run does, rather than reading nothing for ever.
+  if (schedule.chainEnd === run.start && schedule.chainSeq !== null && schedule.chainSeq <= bounds.lastSeq) {
     firstSeq = schedule.chainSeq + 1;
     if (bounds.firstSeq > 1 && firstSeq < bounds.firstSeq) throw retentionError('this run', realStart, bounds.firstTimeMs);
   } else {
