@@ -76,6 +76,11 @@ export const workerConfigDefinition = {
   exportGrace: setting('EXPORT_GRACE', envDuration('30s'), 'a scheduled run for [start, end) starts this long after end'),
   exportRetryBackoff: setting('EXPORT_RETRY_BACKOFF', envDuration('30s'), 'wait before the first retry of a run that failed for a reason of the moment; doubled for each further one'),
   exportRetryMaxBackoff: setting('EXPORT_RETRY_MAX_BACKOFF', envDuration('2m'), 'longest wait between retries of a run'),
+  exportHttpRetryBackoff: setting(
+    'EXPORT_HTTP_RETRY_BACKOFF',
+    envDuration('1s'),
+    'HTTP destinations: wait before re-sending a request answered 5xx, 429 or 408 (or cut by the network), doubled for each of the 5 tries',
+  ),
   exportRetryAttempts: setting('EXPORT_RETRY_ATTEMPTS', envInt(10, 1), 'attempts of a run before it is Failed (a failure that cannot pass by itself fails at once)'),
   exportAutoPause: setting(
     'EXPORT_AUTO_PAUSE',

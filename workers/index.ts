@@ -164,6 +164,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           backfillSkewMs: config.exportBackfillSkew,
           pollMs: 1_000,
           concurrency: config.exportConcurrency,
+          httpRetryBaseMs: config.exportHttpRetryBackoff,
           keyring: secretKeyringOf(config),
         },
         { nc, js: jetstream(nc), jsm, registry, logger, coordinator, clock: deps.exportClock, faults: deps.exportFaults },

@@ -169,6 +169,23 @@ describe('export destinations', () => {
     expect(auto.properties).toMatchObject({ $geoip_disable: true });
   });
 
+  it('runs - a failure of the moment is FailedRetryable and tried again after a back-off; the retry completes the run', async () => {
+    rig = await startExportRig({ env: { EXPORT_HTTP_RETRY_BACKOFF: '20ms', EXPORT_RETRY_BACKOFF: '300ms' } });
+    const sent = eventsBetween(30, HOUR.start, HOUR.end);
+    await withEvents(rig, sent);
+    // Six 503s: the first attempt's request and its 5 re-sends.
+    const http = await receiver([503, 503, 503, 503, 503, 503]);
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'HTTP', config: { url: http.url, token: 'phc_dest' } } });
+    const id = await rig.backfill(record, HOUR.start, HOUR.end);
+    const done = await rig.waitForRun('the retried run', (l) => l.backfill_id === id && l.status === 'Completed');
+    expect(done.records_completed).toBe(30);
+    const statuses = rig.runs().filter((l) => l.backfill_id === id).map((l) => l.status);
+    expect(statuses).toEqual(['Running', 'FailedRetryable', 'Running', 'Completed']);
+    expect(rig.runs().find((l) => l.backfill_id === id && l.status === 'FailedRetryable')!.latest_error).toMatch(/answered 503/);
+    expect(http.requests.map((r) => r.body.batch.length)).toEqual([30, 30, 30, 30, 30, 30, 30]);
+    await waitFor('the warning logged', () => rig!.logs().some((l) => l.level === 'WARNING' && /Attempt 1 failed \(unavailable\)/.test(l.message)), 5_000, 50);
+  });
+
   it('HTTP - a 4xx answer fails the run at once with the answer in latest_error', async () => {
     rig = await startExportRig();
     await withEvents(rig, eventsBetween(10, HOUR.start, HOUR.end));
