@@ -44,6 +44,12 @@ export interface LeaseSet {
   readonly set: string;
   /** The names that should be held now (asked every round; letters, digits, '-', '_', '='). */
   names(): readonly string[];
+  /**
+   * Only workers that hold this set take its leases (a role a worker may leave off, e.g.
+   * WORKER_EXPORTS=false): each announces it with a key `holds.<set>.<workerId>`, renewed with
+   * its membership. Without it, the set's names are spread over every live member.
+   */
+  readonly optIn?: boolean;
   start(lease: Lease, lost: (reason: string) => void): LeaseRunner;
 }
 
@@ -124,6 +130,25 @@ export class LeaseCoordinator {
     this.schedule();
   }
 
+  private holdsKey(set: string): string {
+    return `holds.${set}.${this.options.workerId}`;
+  }
+
+  private optInSets(): LeaseSet[] {
+    return [...this.sets.values()].filter((s) => s.optIn === true);
+  }
+
+  /** Live members that announced they hold `set` (this worker included); undefined when the listing failed. */
+  private async holdersOf(set: string, members: readonly string[]): Promise<string[] | undefined> {
+    try {
+      const holders = new Set<string>([this.options.workerId, ...(await this.listKeys(`holds.${set}.`, 'listing holders'))]);
+      return members.filter((m) => holders.has(m));
+    } catch (err) {
+      this.logger.warn({ set, err: errorText(err) }, 'cannot list the holders of a lease set: keeping its current leases');
+      return undefined;
+    }
+  }
+
   private get memberKey(): string {
     return `members.${this.options.workerId}`;
   }
@@ -171,6 +196,7 @@ export class LeaseCoordinator {
     this.watcher?.stop();
     await this.ticking;
     await this.kv.delete(this.memberKey).catch((err: unknown) => this.logger.warn({ err: errorText(err) }, 'could not remove membership'));
+    await Promise.all(this.optInSets().map((set) => this.kv.delete(this.holdsKey(set.set)).catch(() => undefined)));
     await Promise.all([...this.owned.keys()].map((key) => this.release(key)));
     this.metrics.ownedShards.set(0);
   }
@@ -215,6 +241,9 @@ export class LeaseCoordinator {
       if (removed) this.departed.add(id);
       else this.departed.delete(id);
       if (removed || !this.members.includes(id)) this.schedule();
+    } else if (entry.key.startsWith('holds.')) {
+      // A worker took up or left off an opt-in set: its names are spread again.
+      this.schedule();
     } else if (removed) {
       // A lease freed: it may be one this worker should take.
       this.schedule();
@@ -228,7 +257,10 @@ export class LeaseCoordinator {
     const heartbeat = async () => {
       try {
         await withTimeout(
-          this.kv.put(this.memberKey, JSON.stringify({ id: workerId, pid: process.pid, at: new Date().toISOString() })),
+          Promise.all([
+            this.kv.put(this.memberKey, JSON.stringify({ id: workerId, pid: process.pid, at: new Date().toISOString() })),
+            ...this.optInSets().map((set) => this.kv.put(this.holdsKey(set.set), '1')),
+          ]),
           this.kvTimeoutMs,
           'membership heartbeat',
         );
@@ -265,7 +297,9 @@ export class LeaseCoordinator {
     const acquiring: Promise<void>[] = [];
     const desiredBySet: Record<string, string[]> = {};
     for (const set of this.sets.values()) {
-      const desired = new Set(assignBalanced(members, this.validNames(set)).get(workerId) ?? []);
+      const holders = set.optIn ? await this.holdersOf(set.set, members) : members;
+      if (!holders) continue;
+      const desired = new Set(assignBalanced(holders, this.validNames(set)).get(workerId) ?? []);
       desiredBySet[set.set] = [...desired];
       // Releases run in the background: a runner finishing its work must not hold up renewals of the others.
       for (const name of this.held(set.set)) if (!desired.has(name)) void this.release(leaseKey(set.set, name));
@@ -291,9 +325,14 @@ export class LeaseCoordinator {
     return Math.max(500, Math.floor(this.options.ttlMs / 3));
   }
 
-  private async listMembers(): Promise<string[]> {
+  private listMembers(): Promise<string[]> {
+    return this.listKeys('members.', 'listing members');
+  }
+
+  /** The keys under `prefix` (without it), each once. */
+  private async listKeys(prefix: string, what: string): Promise<string[]> {
     const out: string[] = [];
-    const iter = await withTimeout(this.kv.keys('members.*'), this.kvTimeoutMs, 'listing members');
+    const iter = await withTimeout(this.kv.keys(`${prefix}*`), this.kvTimeoutMs, what);
     // A busy bucket keeps a listing going (keys renewed meanwhile come again): cut it off.
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -301,13 +340,14 @@ export class LeaseCoordinator {
       iter.stop();
     }, this.kvTimeoutMs);
     try {
-      for await (const key of iter) out.push(key.slice('members.'.length));
+      for await (const key of iter) out.push(key.slice(prefix.length));
     } finally {
       clearTimeout(timer);
     }
-    if (timedOut) throw new Error('listing members timed out');
+    if (timedOut) throw new Error(`${what} timed out`);
     return [...new Set(out)];
   }
+
 
   private leaseValue(): string {
     return JSON.stringify({ owner: this.options.workerId, instance: this.instance, at: new Date().toISOString() });

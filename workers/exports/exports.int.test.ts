@@ -212,4 +212,21 @@ describe('exports', () => {
       await db.end();
     }
   });
+
+  it('exports - a worker started with WORKER_EXPORTS=false takes no export; the others hold them all, spread between them', async () => {
+    rig = await startExportRig();
+    const off = await rig.startWorker({ WORKER_EXPORTS: 'false' });
+    const second = await rig.startWorker();
+    const ids: string[] = [];
+    for (let i = 0; i < 8; i++) ids.push((await rig.putExport({ id: crypto.randomUUID(), paused: true, destination: { type: 'NoOp', config: {} } })).id);
+    await waitFor('every export held once, by the workers that run exports', () => {
+      const held = [...rig!.worker.heldExports(), ...second.heldExports()];
+      return held.length === ids.length && new Set(held).size === ids.length;
+    }, 20_000, 100);
+    expect(off.heldExports()).toEqual([]);
+    expect(rig.worker.heldExports().length).toBeGreaterThan(0);
+    expect(second.heldExports().length).toBeGreaterThan(0);
+    // The worker without exports still processes its share of the shards.
+    expect(off.ownedShards().length).toBeGreaterThan(0);
+  });
 });

@@ -114,6 +114,8 @@ export function startExports(options: ExportsOptions, deps: ExportsDeps): Export
   };
   deps.coordinator.addLeaseSet({
     set: EXPORT_LEASES,
+    // Workers started with WORKER_EXPORTS=false hold none of them.
+    optIn: true,
     names: () => catalog.ids(),
     start(lease, lost) {
       held.add(lease.name);
