@@ -235,3 +235,43 @@ describe('lease sets', () => {
     expect([...running.values()]).toEqual(['b', 'b', 'b', 'b', 'b']);
   });
 });
+
+describe('rounds', () => {
+  it('coordinator - renewing an opt-in set\'s holder key starts no round: listings stay at the renewal pace', async () => {
+    const nats = await startNats();
+    cleanups.push(() => nats[Symbol.asyncDispose]());
+    const nc = await nats.connect('coordinator-test', 'worker');
+    cleanups.push(() => nc.close());
+    const bucket = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
+    let listings = 0;
+    const counted = interceptKvCalls(bucket, (method, _args, run) => {
+      if (method === 'keys') listings++;
+      return run();
+    });
+    const coordinator = (id: string) => {
+      const exports: LeaseSet = { set: 'export', optIn: true, names: () => ['e1', 'e2'], start: () => ({ stop: () => Promise.resolve() }) };
+      const c = new LeaseCoordinator(
+        counted,
+        { workerId: id, ttlMs: TTL_MS },
+        [shardLeases(SHARDS, () => ({ stop: () => Promise.resolve() })), exports],
+        createLogger('coordinator-test', 'silent'),
+        createCoordinationMetrics(),
+      );
+      cleanups.push(() => c.stop());
+      return c;
+    };
+    const a = coordinator('a');
+    const b = coordinator('b');
+    await a.start();
+    await b.start();
+    await waitFor('a and b to share the exports', () => a.held('export').length === 1 && b.held('export').length === 1, 10_000, 20);
+    listings = 0;
+    await new Promise((r) => setTimeout(r, 3_000));
+    // Two workers renewing every 750 ms, each round listing members and the set's holders: ~16 in
+    // 3 s. Each renewal of `holds.export.<id>` used to start the next round at once: hundreds.
+    expect(listings).toBeLessThanOrEqual(30);
+    // Still spread over both, and a holder that leaves is noticed.
+    await b.stop();
+    await waitFor('a to hold both exports', () => a.held('export').length === 2, 3_000, 20);
+  });
+});

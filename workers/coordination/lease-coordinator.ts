@@ -102,6 +102,8 @@ export class LeaseCoordinator {
   private stopped = false;
   private watcher: { stop(): void } | undefined;
   private members: string[] = [];
+  /** Holders of each opt-in set as the last listing found them: a renewal of a known holder's key changes nothing. */
+  private readonly holders = new Map<string, Set<string>>();
   /** Members whose key the watch saw deleted since the last listing: a listing that fails cannot hide a clean leave. */
   private readonly departed = new Set<string>();
   private joined = false;
@@ -142,6 +144,7 @@ export class LeaseCoordinator {
   private async holdersOf(set: string, members: readonly string[]): Promise<string[] | undefined> {
     try {
       const holders = new Set<string>([this.options.workerId, ...(await this.listKeys(`holds.${set}.`, 'listing holders'))]);
+      this.holders.set(set, holders);
       return members.filter((m) => holders.has(m));
     } catch (err) {
       this.logger.warn({ set, err: errorText(err) }, 'cannot list the holders of a lease set: keeping its current leases');
@@ -242,8 +245,11 @@ export class LeaseCoordinator {
       else this.departed.delete(id);
       if (removed || !this.members.includes(id)) this.schedule();
     } else if (entry.key.startsWith('holds.')) {
-      // A worker took up or left off an opt-in set: its names are spread again.
-      this.schedule();
+      // A worker took up or left off an opt-in set: its names are spread again. Not on a renewal of
+      // a holder already known: every round renews this worker's own key, so scheduling on each
+      // put ran rounds back to back (~45 a second, each listing the bucket through a new consumer).
+      const [, set = '', id = ''] = entry.key.split('.');
+      if (removed || !this.holders.get(set)?.has(id)) this.schedule();
     } else if (removed) {
       // A lease freed: it may be one this worker should take.
       this.schedule();
