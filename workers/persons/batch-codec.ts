@@ -150,6 +150,13 @@ const outputBytes = (line: OutputLine) => line.end - line.start + line.tail.leng
 const LINE_ALLOWANCE = 64;
 /** Room left under the server's max payload for lines that grow more than that (serialised again). */
 const PAYLOAD_MARGIN = 64 * 1024;
+/** Bytes a PROCESSED message's headers take at most besides its id (NATS/1.0, Nats-Msg-Id, Spate-Events). */
+const HEADER_BYTES = 96;
+
+/** The most body bytes a PROCESSED message with id `msgId` may carry: the max payload counts its headers too. */
+export function bodyRoom(maxPayload: number, msgId: string): number {
+  return maxPayload - HEADER_BYTES - msgId.length;
+}
 
 /**
  * Packs processed lines into PROCESSED messages: per project, consecutive source messages (in
@@ -180,8 +187,10 @@ export function packOutputs(
     chunks.forEach((lines, k) => {
       const id = chunks.length === 1 ? base : `${base}:${k}`;
       // A chunk over the max payload (lines serialised again and grown far beyond their source lines)
-      // is split by its bytes: only then could a replay cut it differently.
-      const pieces = splitLines(lines, maxPayload);
+      // is split by its bytes: only then could a replay cut it differently. Each piece leaves room for
+      // its headers under the longest id a piece can get, or a piece that fits by its body alone is
+      // refused as too large and an innocent event is isolated as poison.
+      const pieces = splitLines(lines, bodyRoom(maxPayload, `${id}.${lines.length}`));
       pieces.forEach((piece, j) => {
         parts.push({
           subject,
@@ -238,14 +247,14 @@ function chunkLines(messages: readonly SourceMessage[], members: readonly number
   return chunks;
 }
 
-/** Splits lines so each message stays under the server's max payload. */
-function splitLines(lines: OutputLine[], maxPayload: number): OutputLine[][] {
+/** Splits lines so each message's body stays within `maxBody` bytes. */
+function splitLines(lines: OutputLine[], maxBody: number): OutputLine[][] {
   const chunks: OutputLine[][] = [];
   let current: OutputLine[] = [];
   let bytes = 0;
   for (const line of lines) {
     const size = outputBytes(line);
-    if (current.length > 0 && bytes + size > maxPayload) {
+    if (current.length > 0 && bytes + size > maxBody) {
       chunks.push(current);
       current = [];
       bytes = 0;

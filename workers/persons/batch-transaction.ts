@@ -13,6 +13,7 @@ import type pg from 'pg';
 import { HEADER_EVENT_COUNT, type StreamKind } from '../../lib/index.js';
 import { beginBatch, isTransientDbError, lockPosition, OwnershipLostError, planBatch } from '../coordination/index.js';
 import {
+  bodyRoom,
   checkCapturedEvent,
   packOutputs,
   parseMessages,
@@ -54,9 +55,6 @@ export interface CommittedBatch {
 export class OutputTooLargeError extends Error {
   override name = 'OutputTooLargeError';
 }
-
-/** Bytes a PROCESSED message's headers take at most besides its id (NATS/1.0, Nats-Msg-Id, Spate-Events). */
-const HEADER_BYTES = 96;
 
 /**
  * Processes `batch` in one transaction and commits it; throws (rolled back) on any failure.
@@ -297,7 +295,7 @@ function outputs(
   });
   const maxPayload = ctx.maxPayload();
   const parts = packOutputs(partition.streamName, partition.shard, sources, parsed.projects, lines, ctx.limits.publishPartBytes, maxPayload);
-  const tooLarge = parts.find((p) => p.body.length + p.msgId.length + HEADER_BYTES > maxPayload);
+  const tooLarge = parts.find((p) => p.body.length > bodyRoom(maxPayload, p.msgId));
   if (tooLarge) throw new OutputTooLargeError(`PROCESSED message ${tooLarge.msgId} of ${tooLarge.body.length} bytes does not fit the server's ${maxPayload}`);
   return parts;
 }
