@@ -253,12 +253,18 @@ export const pluginConfigRearrange = z
 
 export const pluginConfigJob = z
   .object({
-    job: z.object({
-      type: text(200).min(1),
-      payload: jsonObject().optional(),
-      operation: z.enum(['start', 'stop']).optional(),
-    }),
+    ...pluginConfigFields,
+    plugin: z.int().meta({ description: 'Accepted and ignored, like the other plugin config fields' }),
+    job: z
+      .object({
+        type: text(200).min(1),
+        payload: jsonObject().optional(),
+        operation: z.enum(['start', 'stop']).optional(),
+      })
+      .meta({ description: 'The job to run; without it nothing is asked of the workers' }),
   })
+  .partial()
+  .meta({ description: 'The plugin config body fields (accepted, not applied) and the job to run' })
   .register(apiSchemas, { id: 'PluginConfigJob' });
 
 export const pluginLogEntrySchema = z

@@ -160,10 +160,19 @@ describe('plugin configs', () => {
     expect((await f.db.query('select enabled from plugin_configs where id = $1', [config.id])).rows[0].enabled).toBe(true);
   });
 
-  it('plugin configs - job: type required; the request is recorded and reaches the workers on PLUGIN_JOBS', async () => {
+  it('plugin configs - job: accepts the config body fields; a job needs a type, is recorded and reaches the workers on PLUGIN_JOBS', async () => {
     const { config, plugin } = await setup(owner);
     const path = `${base}${config.id}/job/`;
-    for (const body of [{}, { job: {} }, { job: 'run' }, { job: null }, { job: { payload: {} } }]) {
+    // The spec: 200, empty, accepts the plugin config body fields. Without a job nothing is asked.
+    for (const body of [{}, { enabled: true }, { plugin: plugin.id, enabled: false, order: 3, name: 'n', description: 'd', deleted: false }]) {
+      const res = await f.api('POST', path, { key: owner.key, body });
+      expect([res.status, res.text], JSON.stringify(body)).toEqual([200, '']);
+    }
+    expect((await f.db.query('select count(*)::int as n from plugin_jobs where plugin_config_id = $1', [config.id])).rows[0].n).toBe(0);
+    expect((await f.api('GET', `${base}${config.id}/`, { key: owner.key })).body).toMatchObject({ enabled: config.enabled, order: config.order });
+    const wrongType = await f.api('POST', path, { key: owner.key, body: { enabled: 'yes' } });
+    expect([wrongType.status, wrongType.body.attr]).toEqual([400, 'enabled']);
+    for (const body of [{ job: {} }, { job: 'run' }, { job: null }, { job: { payload: {} } }, { enabled: true, job: {} }]) {
       const res = await f.api('POST', path, { key: owner.key, body });
       expect(res.body, JSON.stringify(body)).toEqual(validation('The job type must be specified!', null));
     }

@@ -273,7 +273,8 @@ export const pluginConfigRoutes: Route[] = [
     path: `${base}:id/job/`,
     scope: 'plugin:write',
     operationId: 'plugin_configs_job',
-    summary: 'Ask the plugin workers to run a job ({"job": {"type", "payload", "operation"}}) through stream PLUGIN_JOBS. Empty body.',
+    summary:
+      'Ask the plugin workers to run a job ({"job": {"type", "payload", "operation"}}) through stream PLUGIN_JOBS; the plugin config body fields are accepted (and not applied), and a body without "job" asks nothing. Empty body.',
     tag,
     params: pluginConfigPath,
     requestBody: pluginConfigJob,
@@ -284,11 +285,13 @@ export const pluginConfigRoutes: Route[] = [
         if (!canConfigure) throw apiError('validation_error', NOT_AVAILABLE);
         const config = await findPluginConfig(db, project.id, params.id);
         if (!config) throw notFound();
-        const raw = body(z.looseObject({ job: z.unknown().optional() })).job;
-        if (typeof raw !== 'object' || raw === null || Array.isArray(raw) || !('type' in raw)) {
+        const sent = body(z.looseObject({ job: z.unknown().optional() }));
+        const raw = sent.job;
+        if ('job' in sent && (typeof raw !== 'object' || raw === null || Array.isArray(raw) || !('type' in raw))) {
           throw apiError('validation_error', 'The job type must be specified!');
         }
         const { job } = body(pluginConfigJob);
+        if (!job) return;
         const { rows } = await db.query<{ id: string; created_at: Date }>(
           `insert into plugin_jobs (team_id, plugin_config_id, type, payload, operation, created_by_id)
            values ($1, $2, $3, $4, $5, $6) returning id, created_at`,
