@@ -42,12 +42,12 @@ export const adminConfigDefinition = {
   projectsReconcileInterval: setting(
     'PROJECTS_RECONCILE_INTERVAL',
     envDuration('60s'),
-    'How often the KV buckets (spate-projects, spate-batch-exports, spate-plugin-configs) are fully reconciled with PostgreSQL (besides at start and on every change).',
+    'How often the KV buckets (spate-projects, spate-batch-exports, spate-plugin-configs, spate-plugin-sources) are fully reconciled with PostgreSQL (besides at start and on every change).',
   ),
   pipelineReplicas: setting(
     'PIPELINE_REPLICAS',
     envInt(1, 1),
-    'Replicas of the spate-batch-exports and spate-plugin-configs KV buckets and of the pipeline streams (PLUGIN_LOGS, BATCH_EXPORT_RUNS, BATCH_EXPORT_LOGS, BATCH_EXPORT_BACKFILLS, PLUGIN_JOBS) when the admin server creates them (3 on a 3-node JetStream cluster).',
+    'Replicas of the spate-batch-exports, spate-plugin-configs and spate-plugin-sources KV buckets and of the pipeline streams (PLUGIN_LOGS, BATCH_EXPORT_RUNS, BATCH_EXPORT_LOGS, BATCH_EXPORT_BACKFILLS, PLUGIN_JOBS) when the admin server creates them (3 on a 3-node JetStream cluster).',
   ),
   pipelineStreamMaxBytes: setting(
     'PIPELINE_STREAM_MAX_BYTES',

@@ -1,10 +1,11 @@
 // The KV buckets workers watch: spate-batch-exports and spate-plugin-configs reflect every change
 // within a second (through the request, through LISTEN for changes made elsewhere), and are
 // reconciled at start; requests for workers survive a NATS outage (outbox).
+import { createHash } from 'node:crypto';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm, KvWatchInclude, type KV } from '@nats-io/kv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BATCH_EXPORTS_BUCKET, createLogger, decryptConfigSecrets, PLUGIN_CONFIGS_BUCKET, secretContext, type BatchExportRecord, type PluginConfigsRecord } from '../lib/index.js';
+import { BATCH_EXPORTS_BUCKET, createLogger, decryptConfigSecrets, PLUGIN_CONFIGS_BUCKET, PLUGIN_SOURCES_BUCKET, secretContext, type BatchExportRecord, type PluginConfigsRecord } from '../lib/index.js';
 import { newBatchExport, newPlugin } from '../test/admin/endpoints.js';
 import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
 import { testSecretKeyring, waitFor } from '../test/kit/index.js';
@@ -128,7 +129,7 @@ describe('pipeline KV buckets', () => {
           plugin_id: plugin.id,
           order: 2,
           config: { k: { $encrypted: expect.stringMatching(/^v1:/) } },
-          plugin: { name: 'Geo', plugin_type: 'source', url: null, tag: null, capabilities: { methods: ['processEvent'] }, updated_at: expect.any(String) },
+          plugin: { name: 'Geo', plugin_type: 'source', url: null, tag: null, capabilities: { methods: ['processEvent'] }, updated_at: expect.any(String), source_hash: null },
           updated_at: expect.any(String),
         },
       ],
@@ -163,6 +164,39 @@ describe('pipeline KV buckets', () => {
     await withinASecond(seen, () => f.api('PATCH', `${configs}${a}/`, { key: u.key, body: { enabled: false } }), (s) => s.key === key && record(s)?.configs.length === 1, 'disabled');
     await withinASecond(seen, () => f.api('DELETE', `${configs}${b}/`, { key: u.key }), (s) => s.key === key && s.op !== 'PUT', 'last one deleted');
     stop();
+  });
+
+  it('kv - spate-plugin-sources holds each plugin’s compiled code by its hash, which the configs’ records name', async () => {
+    const u = await f.newUser('sources@kv.example');
+    const key = String(u.projectId);
+    const sources = await new Kvm(f.nc).open(PLUGIN_SOURCES_BUCKET);
+    const order: string[] = [];
+    const watches = [await sources.watch({ include: KvWatchInclude.UpdatesOnly }), await (await new Kvm(f.nc).open(PLUGIN_CONFIGS_BUCKET)).watch({ include: KvWatchInclude.UpdatesOnly })];
+    for (const [i, watch] of watches.entries()) {
+      void (async () => {
+        for await (const e of watch) order.push(`${i === 0 ? 'source' : 'config'} ${e.operation} ${e.key}`);
+      })();
+    }
+    const plugin = await newPlugin(f, u, 'pipeline_transformations', { name: 'Coded' });
+    const config = (await f.api('POST', `/api/projects/${u.projectId}/plugin_configs/`, { key: u.key, body: { plugin: plugin.id, order: 1, enabled: true } })).body;
+    const path = `/api/organizations/${u.organizationId}/pipeline_transformations/${plugin.id}/update_source/`;
+    expect((await f.api('PATCH', path, { key: u.key, body: { 'index.ts': 'export const processEvent = (e: unknown) => e' } })).status).toBe(200);
+    const hash = ((await kvValue(PLUGIN_CONFIGS_BUCKET, key)) as PluginConfigsRecord).configs.find((c) => c.id === config.id)!.plugin.source_hash!;
+    expect(hash).toMatch(/^[0-9a-f]{64}$/);
+    const code = (await sources.get(hash))!.string();
+    expect(code).toContain('exports.processEvent = processEvent');
+    expect(createHash('sha256').update(code).digest('hex')).toBe(hash);
+    // The request writes the code before the records; the same changes also come through LISTEN,
+    // in either order, so workers wait for code a record names (workers/plugins).
+    await waitFor('both buckets changed', () => order.includes(`source PUT ${hash}`) && order.some((o) => o.startsWith(`config PUT ${key}`)), 2_000);
+
+    // New code: the new hash in both buckets, the old one gone.
+    expect((await f.api('PATCH', path, { key: u.key, body: { 'index.ts': 'export const processEvent = (e: unknown) => null' } })).status).toBe(200);
+    const next = ((await kvValue(PLUGIN_CONFIGS_BUCKET, key)) as PluginConfigsRecord).configs[0]!.plugin.source_hash!;
+    expect(next).not.toBe(hash);
+    expect((await sources.get(next))?.string()).toContain('null');
+    await waitFor('old code removed', async () => (await sources.get(hash))?.operation !== 'PUT', 2_000);
+    for (const w of watches) w.stop();
   });
 
   it('kv - changes made outside this server (SQL, another replica) reach both buckets through LISTEN', async () => {
@@ -233,6 +267,24 @@ describe('pipeline KV buckets', () => {
       for await (const k of await exportsKv.keys()) keys.push(k);
       const { rows } = await f.db.query<{ id: string }>('select id from batch_exports where not deleted');
       expect(keys.sort()).toEqual(rows.map((r) => r.id).sort());
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it('kv - at start, code saved before sources were compiled is compiled and reaches spate-plugin-sources', async () => {
+    const u = await f.newUser('precompile@kv.example');
+    const plugin = await newPlugin(f, u, 'pipeline_transformations');
+    const broken = await newPlugin(f, u, 'pipeline_transformations');
+    // As an earlier version stored them: files, no compiled code.
+    await f.db.query("insert into plugin_source_files (plugin_id, filename, source) values ($1, 'index.ts', 'export const processEvent = (e: object) => e'), ($2, 'index.js', 'return +')", [plugin.id, broken.id]);
+    const second = await startAdmin(f.config, { logger: createLogger('admin-test', 'silent') });
+    try {
+      const { rows } = await f.db.query('select id, source_hash from plugins where id = any($1::int[]) order by id', [[plugin.id, broken.id]]);
+      expect(rows[0].source_hash).toMatch(/^[0-9a-f]{64}$/);
+      expect(rows[1].source_hash).toBeNull();
+      const code = (await (await new Kvm(f.nc).open(PLUGIN_SOURCES_BUCKET)).get(rows[0].source_hash))?.string();
+      expect(code).toContain('exports.processEvent = processEvent');
     } finally {
       await second.stop();
     }

@@ -21,13 +21,14 @@ interface Row {
   tag: string | null;
   capabilities: Record<string, unknown>;
   plugin_updated_at: Date;
+  source_hash: string | null;
 }
 
 async function records(pool: Pool, teamIds: readonly string[] | undefined): Promise<Map<string, string>> {
   const ids = teamIds?.filter((k) => /^\d{1,10}$/.test(k) && Number(k) <= 2_147_483_647).map(Number);
   const { rows } = await pool.query<Row>(
     `select c.id, c.team_id, c.plugin_id, c."order", c.config, c.updated_at, p.name, p.plugin_type, p.url, p.tag,
-       p.capabilities, p.updated_at as plugin_updated_at
+       p.capabilities, p.updated_at as plugin_updated_at, p.source_hash
      from plugin_configs c join plugins p on p.id = c.plugin_id
      where c.enabled ${ids ? 'and c.team_id = any($1::int[])' : ''}
      order by c.team_id, c."order", c.plugin_id, c.id`,
@@ -49,6 +50,7 @@ async function records(pool: Pool, teamIds: readonly string[] | undefined): Prom
         tag: r.tag,
         capabilities: r.capabilities,
         updated_at: r.plugin_updated_at.toISOString(),
+        source_hash: r.source_hash,
       },
       updated_at: r.updated_at.toISOString(),
     });

@@ -235,7 +235,7 @@ describe('pipeline plugins', () => {
     const del = await f.api('DELETE', `${org}/pipeline_transformations/${transformation.id}/`, { key: owner.key });
     expect(del.status).toBe(405);
     expect(del.body.code).toBe('method_not_allowed');
-    for (const [method, suffix] of [['GET', 'source/'], ['GET', 'check_for_updates/'], ['PATCH', 'update_source/'], ['POST', 'upgrade/']] as const) {
+    for (const [method, suffix] of [['GET', 'source/'], ['GET', 'check_for_updates/'], ['POST', 'upgrade/']] as const) {
       const r = await f.api(method, `${org}/pipeline_transformations/${transformation.id}/${suffix}`, { key: owner.key, body: method === 'GET' ? undefined : {} });
       expect(r.status, suffix).toBe(404);
     }
@@ -279,6 +279,46 @@ describe('pipeline plugins', () => {
     expect(bodyKey.status).toBe(200);
     expect((await files()).map((r) => r.filename)).toEqual(['extra.ts', 'index.ts', 'plugin.json']);
     expect(JSON.stringify((await f.db.query('select detail from activity_log where item_id = $1', [String(plugin.id)])).rows)).not.toContain(owner.key);
+  });
+
+  it('plugins - update_source compiles index.ts when saved, in every collection: an error is answered 400 with its line and stores nothing', async () => {
+    for (const collection of COLLECTIONS) {
+      const plugin = await newPlugin(f, owner, collection);
+      const path = `${org}/${collection}/${plugin.id}/update_source/`;
+      const stored = async () => (await f.db.query('select source_hash, compiled_source from plugins where id = $1', [plugin.id])).rows[0];
+      const good = "import type { PluginEvent } from '@posthog/plugin-scaffold'\nexport function processEvent(event: PluginEvent): PluginEvent {\n  return event\n}\n";
+      const ok = await f.api('PATCH', path, { key: owner.key, body: { 'index.ts': good } });
+      expect([ok.status, ok.text], collection).toEqual([200, '']);
+      const first = await stored();
+      expect(first.source_hash).toMatch(/^[0-9a-f]{64}$/);
+      expect(first.compiled_source).toContain('exports.processEvent = processEvent');
+      expect(first.compiled_source).not.toContain('PluginEvent');
+
+      const syntax = await f.api('PATCH', path, { key: owner.key, body: { 'index.ts': 'export function processEvent(event) {\n  return event +\n}\n' } });
+      expect(syntax.body, collection).toEqual(validation('index.ts line 3: Unexpected token', 'index.ts'));
+      const types = await f.api('PATCH', path, { key: owner.key, body: { 'index.ts': 'export function f(a: number,, b) {}' } });
+      expect(types.body).toEqual(validation('index.ts line 1: Unexpected token', 'index.ts'));
+      const js = await f.api('PATCH', path, { key: owner.key, body: { 'index.ts': null, 'index.js': 'const a = 1\nconst a = 2\n' } });
+      expect(js.body).toEqual(validation('index.js line 2: SyntaxError: invalid redefinition of lexical identifier', 'index.js'));
+      const imports = await f.api('PATCH', path, { key: owner.key, body: { 'index.ts': "import { S3 } from 'aws-sdk'\nexport const setupPlugin = () => new S3()" } });
+      expect(imports.body.detail).toBe("index.ts line 1: import 'aws-sdk' is not available in Spate (available: node-fetch, cross-fetch, @posthog/plugin-scaffold)");
+      // Refused saves changed nothing: the source and its code are the good ones.
+      expect(await stored()).toEqual(first);
+      const files = (await f.db.query('select filename, source from plugin_source_files where plugin_id = $1', [plugin.id])).rows;
+      expect(files).toEqual([{ filename: 'index.ts', source: good }]);
+    }
+  });
+
+  it('plugins - update_source takes only safe relative file names', async () => {
+    const plugin = await newPlugin(f, owner, 'pipeline_destinations');
+    const path = `${org}/pipeline_destinations/${plugin.id}/update_source/`;
+    for (const name of ['../index.ts', '/etc/passwd', 'a/../../b', 'sp ace.ts', 'x\\y.ts']) {
+      const res = await f.api('PATCH', path, { key: owner.key, body: { [name]: 'export {}' } });
+      expect([res.status, res.body.attr], name).toEqual([400, name]);
+      expect(res.body.detail).toMatch(/ is not a safe file name: /);
+    }
+    expect((await f.db.query('select count(*)::int as n from plugin_source_files where plugin_id = $1', [plugin.id])).rows[0].n).toBe(0);
+    expect((await f.api('PATCH', path, { key: owner.key, body: { 'src/helpers.ts': 'export {}', 'README.md': '#' } })).status).toBe(200);
   });
 
   it('plugins - check_for_updates, source and upgrade answer 200 with an empty body', async () => {

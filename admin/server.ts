@@ -1,5 +1,5 @@
 // startAdmin: migrations → PostgreSQL pool → NATS: the pipeline streams, the KV buckets
-// (spate-projects, spate-batch-exports, spate-plugin-configs; each reconciled), the outbox and
+// (spate-projects, spate-batch-exports, spate-plugin-sources, spate-plugin-configs; each reconciled), the outbox and
 // the stream consumers → HTTP (the API, and the live cluster page at GET /). stop() undoes it
 // in order: stop listening and finish in-flight requests → stop consuming streams → publish what
 // the outbox holds → stop KV following → finish sending emails → drain NATS → close PostgreSQL.
@@ -32,10 +32,12 @@ import type { KvMirror } from './kv-mirror.js';
 import { LogRetention } from './log-retention.js';
 import { Outbox } from './outbox.js';
 import { openPluginConfigsKv } from './plugin-configs-kv.js';
+import { openPluginSourcesKv } from './plugin-sources-kv.js';
 import { openProjectsKv } from './projects-kv.js';
 import { apiRoutes } from './routes/index.js';
 import { sealStoredSecrets } from './secrets-at-rest.js';
 import type { Services } from './services.js';
+import { compileStoredSources } from './store/plugins.js';
 
 /** How often the outbox is flushed besides right after each request that wrote to it. */
 const OUTBOX_INTERVAL_MS = 5_000;
@@ -91,6 +93,9 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
     if (sealed.batchExports + sealed.pluginConfigs > 0) log.info(sealed, 'stored secrets encrypted with the current SPATE_SECRET_KEY');
     if (sealed.failed > 0) log.error(sealed, 'some stored secrets are encrypted with a key that is not configured');
 
+    const compiled = await compileStoredSources(pool, log);
+    if (compiled > 0) log.info({ plugins: compiled }, 'compiled the stored code of plugins saved before sources were compiled');
+
     const nc = deps.nats ?? (await connectNats(config.natsUrl, 'spate-admin', natsAuthOf(config)));
     let natsConnected = true;
     watchNatsConnection(nc, (connected) => (natsConnected = connected));
@@ -117,6 +122,8 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
     };
     const projectsKv = await mirror(await retryUnanswered('projects bucket', () => openProjectsKv(nc, pool, log, projectLimitSettings(config), config.projectsKvReplicas), log));
     const batchExportsKv = await mirror(await retryUnanswered('batch exports bucket', () => openBatchExportsKv(nc, pool, log, config.pipelineReplicas), log));
+    // Sources before configs: a worker that sees a config's record finds the code it names.
+    const pluginSourcesKv = await mirror(await retryUnanswered('plugin sources bucket', () => openPluginSourcesKv(nc, pool, log, config.pipelineReplicas), log));
     const pluginConfigsKv = await mirror(await retryUnanswered('plugin configs bucket', () => openPluginConfigsKv(nc, pool, log, config.pipelineReplicas), log));
 
     const outbox = new Outbox(nc, pool, log);
@@ -146,6 +153,7 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
       projectsKv,
       batchExportsKv,
       pluginConfigsKv,
+      pluginSourcesKv,
       outbox,
       domainVerifier: new DomainVerifier({ servers: config.dnsResolver, timeoutMs: config.dnsTimeout }),
       inviteMailer,

@@ -19,6 +19,8 @@ export interface Services {
   readonly batchExportsKv: KvMirror;
   /** spate-plugin-configs: project id → its enabled plugin configs, in order. */
   readonly pluginConfigsKv: KvMirror;
+  /** spate-plugin-sources: SHA-256 of compiled plugin code → the code. */
+  readonly pluginSourcesKv: KvMirror;
   /** Requests for workers (backfills, plugin jobs), published after their transaction commits. */
   readonly outbox: Outbox;
   readonly domainVerifier: DomainVerifier;

@@ -15,3 +15,5 @@ export * from './sanitize.js';
 export * from './process-shell.js';
 export * from './nats-settings.js';
 export * from './secrets.js';
+export * from './plugin-source.js';
+export * from './quickjs.js';

@@ -17,6 +17,11 @@ import {
 export const BATCH_EXPORTS_BUCKET = 'spate-batch-exports';
 /** KV: project id (decimal) → PluginConfigsRecord (absent when the project has no enabled config). */
 export const PLUGIN_CONFIGS_BUCKET = 'spate-plugin-configs';
+/**
+ * KV: SHA-256 (hex) of a plugin's compiled code → that code (lib/plugin-source.ts), for every
+ * plugin that has code; the plugin configs' records name it by `plugin.source_hash`.
+ */
+export const PLUGIN_SOURCES_BUCKET = 'spate-plugin-sources';
 
 export const BATCH_EXPORT_INTERVALS = ['hour', 'day', 'week', 'every 5 minutes', 'every 15 minutes'] as const;
 export type BatchExportInterval = (typeof BATCH_EXPORT_INTERVALS)[number];
@@ -63,6 +68,8 @@ export interface PluginConfigsRecord {
       tag: string | null;
       capabilities: Record<string, unknown>;
       updated_at: string;
+      /** Key of its compiled code in spate-plugin-sources; null when it has no index.ts / index.js. */
+      source_hash: string | null;
     };
     updated_at: string;
   }>;

@@ -2,8 +2,10 @@
 // (pipeline_destinations, pipeline_frontend_apps, pipeline_import_apps, pipeline_transformations).
 // One plugin record; a plugin belongs to the collection it was created in and its capabilities
 // agree. The organization's plugins_access_level gates everything: reading needs 3, changing 6,
-// global plugins 9. Transformations have no delete and no sub-endpoints.
+// global plugins 9. Transformations have no delete and no sub-endpoints but update_source (their
+// code must reach the workers too).
 import type { z } from 'zod';
+import { compilePluginSource, PluginSourceError, unsafePluginFileName } from '../../lib/index.js';
 import { inTransaction, type Queryable } from '../db/pool.js';
 import { apiError, notFound } from '../errors.js';
 import { paginate, pageOf } from '../http/pagination.js';
@@ -42,6 +44,7 @@ import {
   updatePlugin,
   writePluginSourceFiles,
   pluginSourceFiles,
+  setCompiledSource,
   type PluginFields,
   type PluginRow,
 } from '../store/plugins.js';
@@ -143,6 +146,8 @@ async function applyUpdate(
   return updated;
 }
 
+const emptyOk = { status: 200 as const, description: 'Empty body' };
+
 function collectionRoutes(collection: PluginCollection): Route[] {
   const kind = PLUGIN_KINDS[collection];
   const base = `/api/organizations/:organization_id/${collection}/`;
@@ -234,11 +239,79 @@ function collectionRoutes(collection: PluginCollection): Route[] {
         return { status: 200, body: pluginJson(plugin) };
       },
     }),
+    defineRoute({
+      method: 'PATCH',
+      path: `${base}:id/update_source/`,
+      scope: 'plugin:write',
+      operationId: op('update_source'),
+      summary:
+        'Store source files ({"<file name>": "<source>" or null to delete}; safe relative names). index.ts (or index.js) is compiled when saved: one that does not compile is refused with 400, its file in attr and its line in detail; the compiled code reaches the workers. A plugin.json name and config are copied onto the plugin. Empty body.',
+      tag,
+      params: pluginPath,
+      requestBody: pluginSourceUpdate,
+      response: emptyOk,
+      errors: [403],
+      async handler({ principal, params, body, services }) {
+        const { teams, hashes } = await inTransaction(services.pool, async (db) => {
+          const { org } = await pluginOrganization(db, principal, params.organization_id, 'write');
+          const plugin = await ownPlugin(db, org, kind, params.id, 'not_found');
+          const files = body(pluginSourceUpdate);
+          for (const name of Object.keys(files)) {
+            const unsafe = unsafePluginFileName(name);
+            if (unsafe) throw apiError('validation_error', `${JSON.stringify(name)} is not a safe file name: ${unsafe}.`, name);
+          }
+          const changed = await writePluginSourceFiles(db, plugin.id, files);
+          const stored = await pluginSourceFiles(db, plugin.id);
+          // Compiled now, so a source that does not compile is refused with its line, never
+          // found on a worker (lib/plugin-source.ts).
+          const compiled = await compilePluginSource(stored).catch((err: unknown) => {
+            if (err instanceof PluginSourceError) throw apiError('validation_error', err.message, err.file);
+            throw err;
+          });
+          const recompiled = await setCompiledSource(db, plugin.id, compiled);
+          const manifest = stored.get('plugin.json');
+          const fields: PluginFields = {};
+          if (manifest !== undefined) {
+            let parsed: unknown;
+            try {
+              parsed = JSON.parse(manifest);
+            } catch (err) {
+              throw apiError('validation_error', `plugin.json is not valid JSON: ${(err as Error).message}`, 'plugin.json');
+            }
+            if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+              throw apiError('validation_error', 'plugin.json must be a JSON object.', 'plugin.json');
+            }
+            // Escapes like \u0000 pass as text but not once parsed into the plugin's columns.
+            const unstorable = unstorableJson(parsed);
+            if (unstorable) throw apiError('validation_error', `plugin.json: ${unstorable.message}`, 'plugin.json');
+            const { name, config } = parsed as { name?: unknown; config?: unknown };
+            if (typeof name === 'string' && name.trim() !== '' && name !== plugin.name) fields.name = name.slice(0, 200);
+            if (config !== undefined && JSON.stringify(config) !== JSON.stringify(plugin.config_schema)) fields.config_schema = config;
+          }
+          if (changed.length > 0 || Object.keys(fields).length > 0 || recompiled) {
+            await updatePlugin(db, plugin.id, fields);
+            if (fields.config_schema !== undefined) await sealStoredSecrets(db, services.secrets, services.log, { pluginId: plugin.id });
+            await logActivity(db, {
+              organizationId: org.id,
+              userId: principal.userId,
+              scope: 'Plugin',
+              itemId: plugin.id,
+              activity: 'source_updated',
+              name: fields.name ?? plugin.name,
+              extra: { files: changed },
+            });
+          }
+          return { teams: await teamsUsing(db, plugin.id), hashes: [plugin.source_hash, compiled?.hash].filter((h): h is string => !!h) };
+        });
+        // The code first: a worker that sees the configs' new records finds the code they name.
+        await services.pluginSourcesKv.sync(hashes);
+        await services.pluginConfigsKv.sync(teams);
+        return { status: 200 };
+      },
+    }),
   ];
 
   if (kind === 'transformation') return routes;
-
-  const emptyOk = { status: 200 as const, description: 'Empty body' };
 
   routes.push(
     defineRoute({
@@ -309,63 +382,6 @@ function collectionRoutes(collection: PluginCollection): Route[] {
         const { org, level } = await pluginOrganization(services.pool, principal, params.organization_id, 'read');
         await ownPlugin(services.pool, org, kind, params.id, 'not_found');
         if (level < PLUGINS_ACCESS.install) throw apiError('permission_denied', 'Plugin source editing is not available for the current organization!');
-        return { status: 200 };
-      },
-    }),
-
-    defineRoute({
-      method: 'PATCH',
-      path: `${base}:id/update_source/`,
-      scope: 'plugin:write',
-      operationId: op('update_source'),
-      summary:
-        'Store source files ({"<file name>": "<source>" or null to delete}); a plugin.json name and config are copied onto the plugin. Empty body.',
-      tag,
-      params: pluginPath,
-      requestBody: pluginSourceUpdate,
-      response: emptyOk,
-      errors: [403],
-      async handler({ principal, params, body, services }) {
-        const teams = await inTransaction(services.pool, async (db) => {
-          const { org } = await pluginOrganization(db, principal, params.organization_id, 'write');
-          const plugin = await ownPlugin(db, org, kind, params.id, 'not_found');
-          const files = body(pluginSourceUpdate);
-          const changed = await writePluginSourceFiles(db, plugin.id, files);
-          const manifest = (await pluginSourceFiles(db, plugin.id)).get('plugin.json');
-          const fields: PluginFields = {};
-          if (manifest !== undefined) {
-            let parsed: unknown;
-            try {
-              parsed = JSON.parse(manifest);
-            } catch (err) {
-              throw apiError('validation_error', `plugin.json is not valid JSON: ${(err as Error).message}`, 'plugin.json');
-            }
-            if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-              throw apiError('validation_error', 'plugin.json must be a JSON object.', 'plugin.json');
-            }
-            // Escapes like \u0000 pass as text but not once parsed into the plugin's columns.
-            const unstorable = unstorableJson(parsed);
-            if (unstorable) throw apiError('validation_error', `plugin.json: ${unstorable.message}`, 'plugin.json');
-            const { name, config } = parsed as { name?: unknown; config?: unknown };
-            if (typeof name === 'string' && name.trim() !== '' && name !== plugin.name) fields.name = name.slice(0, 200);
-            if (config !== undefined && JSON.stringify(config) !== JSON.stringify(plugin.config_schema)) fields.config_schema = config;
-          }
-          if (changed.length > 0 || Object.keys(fields).length > 0) {
-            await updatePlugin(db, plugin.id, fields);
-            if (fields.config_schema !== undefined) await sealStoredSecrets(db, services.secrets, services.log, { pluginId: plugin.id });
-            await logActivity(db, {
-              organizationId: org.id,
-              userId: principal.userId,
-              scope: 'Plugin',
-              itemId: plugin.id,
-              activity: 'source_updated',
-              name: fields.name ?? plugin.name,
-              extra: { files: changed },
-            });
-          }
-          return teamsUsing(db, plugin.id);
-        });
-        await services.pluginConfigsKv.sync(teams);
         return { status: 200 };
       },
     }),

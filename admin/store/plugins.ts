@@ -1,5 +1,6 @@
 // Plugins: one record shared by the four pipeline collections, owned by an organization. An
 // organization sees its own plugins, global ones, and those its projects have configs of.
+import { compilePluginSource, PLUGIN_ENTRY_FILES, PluginSourceError, type CompiledPluginSource, type Logger } from '../../lib/index.js';
 import type { Queryable } from '../db/pool.js';
 import type { PluginKind } from '../plugin-kinds.js';
 
@@ -22,6 +23,8 @@ export interface PluginRow {
   public_jobs: unknown;
   created_at: Date;
   updated_at: Date;
+  /** SHA-256 of its compiled code (spate-plugin-sources); null when it has none. */
+  source_hash: string | null;
 }
 
 export function pluginJson(p: PluginRow) {
@@ -48,7 +51,7 @@ export function pluginJson(p: PluginRow) {
 }
 
 const COLUMNS = `p.id, p.organization_id, o.name as organization_name, p.kind, p.plugin_type, p.name, p.description, p.url, p.icon,
-  p.config_schema, p.tag, p.latest_tag, p.is_global, p.capabilities, p.metrics, p.public_jobs, p.created_at, p.updated_at`;
+  p.config_schema, p.tag, p.latest_tag, p.is_global, p.capabilities, p.metrics, p.public_jobs, p.created_at, p.updated_at, p.source_hash`;
 
 const FROM = 'plugins p join organizations o on o.id = p.organization_id';
 
@@ -207,4 +210,37 @@ export async function writePluginSourceFiles(db: Queryable, pluginId: number, fi
     changed.push(filename);
   }
   return changed;
+}
+
+/** Records a plugin's compiled code (undefined: it has none); true when it changed. */
+export async function setCompiledSource(db: Queryable, pluginId: number, compiled: CompiledPluginSource | undefined): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `update plugins set source_file = $2, source_hash = $3, compiled_source = $4
+     where id = $1 and source_hash is distinct from $3`,
+    [pluginId, compiled?.file ?? null, compiled?.hash ?? null, compiled?.code ?? null],
+  );
+  return (rowCount ?? 0) > 0;
+}
+
+/**
+ * Compiles the code of plugins saved before sources were compiled (or by a version that did not
+ * compile them): they run once this is done. A source that does not compile is logged and left
+ * without code, as update_source would have refused it.
+ */
+export async function compileStoredSources(db: Queryable, log: Logger): Promise<number> {
+  const { rows } = await db.query<{ id: number }>(
+    `select distinct p.id from plugins p join plugin_source_files f on f.plugin_id = p.id
+     where p.source_hash is null and f.filename = any($1::text[]) order by p.id`,
+    [[...PLUGIN_ENTRY_FILES]],
+  );
+  let compiled = 0;
+  for (const { id } of rows) {
+    try {
+      if (await setCompiledSource(db, id, await compilePluginSource(await pluginSourceFiles(db, id)))) compiled++;
+    } catch (err) {
+      if (!(err instanceof PluginSourceError)) throw err;
+      log.warn({ pluginId: id, err: err.message }, 'stored plugin source does not compile: the plugin has no code until it is saved again');
+    }
+  }
+  return compiled;
 }

@@ -13,6 +13,7 @@ import {
   NatsAuthError,
   PIPELINE_STREAMS,
   PLUGIN_CONFIGS_BUCKET,
+  PLUGIN_SOURCES_BUCKET,
   PROJECTS_BUCKET,
   type NatsConnection,
 } from '../../lib/index.js';
@@ -57,6 +58,7 @@ beforeAll(async () => {
   const kvm = new Kvm(operator);
   await (await kvm.create(BATCH_EXPORTS_BUCKET, { history: 1 })).put('export-1', JSON.stringify({ destination: { type: 'S3', config: { aws_secret_access_key: 'not-for-ingest' } } }));
   await (await kvm.create(PLUGIN_CONFIGS_BUCKET, { history: 1 })).put('1', JSON.stringify({ configs: [{ config: { apiKey: 'not-for-ingest' } }] }));
+  await (await kvm.create(PLUGIN_SOURCES_BUCKET, { history: 1 })).put('c0de', 'exports.processEvent = (e) => e');
   await (await kvm.create(PROJECTS_BUCKET, { history: 1 })).put('phc_auth', JSON.stringify({ projectId: 1, organizationId: 'o' }));
   await jetstream(operator).publish('events.1.0', '{"uuid":"u"}\n');
 });
@@ -77,12 +79,12 @@ describe('nats authorization', () => {
     expect(wrong.message).toContain('user spate-ingest');
   });
 
-  it('nats auth - the ingest user cannot read spate-batch-exports or spate-plugin-configs (a real KV get fails with a permissions error)', async () => {
+  it('nats auth - the ingest user cannot read spate-batch-exports, spate-plugin-configs or spate-plugin-sources (a real KV get fails with a permissions error)', async () => {
     const nc = await as('ingest');
     const kvm = new Kvm(nc);
-    for (const bucket of [BATCH_EXPORTS_BUCKET, PLUGIN_CONFIGS_BUCKET]) {
+    for (const bucket of [BATCH_EXPORTS_BUCKET, PLUGIN_CONFIGS_BUCKET, PLUGIN_SOURCES_BUCKET]) {
       const kv = await kvm.open(bucket);
-      const err = await refusal(kv.get(bucket === BATCH_EXPORTS_BUCKET ? 'export-1' : '1'));
+      const err = await refusal(kv.get(bucket === BATCH_EXPORTS_BUCKET ? 'export-1' : bucket === PLUGIN_CONFIGS_BUCKET ? '1' : 'c0de'));
       expect(err.message, bucket).toMatch(PERMISSION);
       expect(err.message, bucket).toContain(`KV_${bucket}`);
       // Nor by watching the bucket, nor by listening to its subjects as the admin server writes them.
@@ -115,8 +117,10 @@ describe('nats authorization', () => {
     const kvm = new Kvm(nc);
     expect((await (await kvm.open(BATCH_EXPORTS_BUCKET)).get('export-1'))?.json()).toMatchObject({ destination: { type: 'S3' } });
     expect((await (await kvm.open(PLUGIN_CONFIGS_BUCKET)).get('1'))?.json()).toMatchObject({ configs: [{ config: { apiKey: 'not-for-ingest' } }] });
+    expect((await (await kvm.open(PLUGIN_SOURCES_BUCKET)).get('c0de'))?.string()).toBe('exports.processEvent = (e) => e');
     // Only the admin server writes them.
     expect((await refusal((await kvm.open(BATCH_EXPORTS_BUCKET)).put('export-1', '{}'))).message).toMatch(PERMISSION);
+    expect((await refusal((await kvm.open(PLUGIN_SOURCES_BUCKET)).put('c0de', 'forged'))).message).toMatch(PERMISSION);
 
     // Requests from the admin server: consumed with durable consumers and acknowledged.
     for (const stream of [PIPELINE_STREAMS.batchExportBackfills, PIPELINE_STREAMS.pluginJobs]) {
