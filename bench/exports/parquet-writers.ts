@@ -1,4 +1,4 @@
-// `npx tsx bench/exports/parquet-writers.ts [N]`: the Parquet writer for S3 exports, chosen by
+// `npx tsx bench/exports/parquet-writers.ts [--rows N]`: the Parquet writer for S3 exports, chosen by
 // this measurement (docs/exports.md): hyparquet-writer (pure JS) against parquet-wasm (arrow-rs
 // through apache-arrow IPC), the same N event rows, the same codecs, one process, one after the other.
 import { randomUUID } from 'node:crypto';
@@ -6,8 +6,20 @@ import { gzipSync, brotliCompressSync, constants } from 'node:zlib';
 import { tableFromArrays, tableToIPC } from 'apache-arrow';
 import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import * as pw from 'parquet-wasm';
+import { parseBenchArgs, usageError } from '../lib/cli.js';
 
-const n = Number(process.argv[2] ?? 200_000);
+const USAGE = `usage: npx tsx bench/exports/parquet-writers.ts [--rows N]
+
+Writes the same N event rows (default 200,000) to Parquet with hyparquet-writer and with
+parquet-wasm, with each codec (SNAPPY, GZIP, BROTLI; ZSTD for parquet-wasm), one after the other in
+this process, and prints rows/s and the file size of each: how the S3 exports' writer was chosen.
+
+  --rows N      rows written by each writer and codec (default 200000)
+  -h, --help    this text`;
+
+const { values } = parseBenchArgs(USAGE, { options: { rows: { type: 'string', default: '200000' } } });
+const n = Number(values.rows);
+if (!Number.isInteger(n) || n < 1) usageError(USAGE, `--rows must be a positive integer, not ${values.rows}`);
 const base = Date.parse('2026-11-25T00:00:00Z');
 const rows = Array.from({ length: n }, (_, i) => ({
   uuid: randomUUID(),

@@ -8,7 +8,6 @@
 import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { headers } from '@nats-io/transport-node';
@@ -33,6 +32,7 @@ import { generateNatsServerAuth, NatsNode } from '../../deploy/local/nats-server
 import { freePort } from '../../deploy/local/ports.js';
 import { PostgresServer } from '../../deploy/local/postgres.js';
 import { waitFor } from '../../deploy/local/wait.js';
+import { parseBenchArgs, usageError } from '../lib/cli.js';
 import { rssBytes, sampleRss, startNodeProcess, type BenchProcess } from '../lib/processes.js';
 import type { Table } from '../lib/report.js';
 
@@ -221,13 +221,20 @@ export function exportThroughputTable(r: ExportThroughputResult): Table {
   };
 }
 
+const USAGE = `usage: npx tsx bench/exports/throughput.ts [--events N]
+
+One batch-export run of N events (default 1,000,000) from PROCESSED to S3 (JSONLines gzip) and to
+PostgreSQL (COPY), each in a worker process; prints events/s and the worker's memory as JSON.
+\`npm run bench -- --only exports\` runs the same and writes the report to bench/results/.
+
+  --events N    events in the exported interval (default 1000000)
+  -h, --help    this text`;
+
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({ options: { events: { type: 'string', default: '1000000' }, help: { type: 'boolean', short: 'h' } } });
-  if (values.help) {
-    console.log('usage: npx tsx bench/exports/throughput.ts [--events N]\n\nOne batch-export run of N events (default 1,000,000) from PROCESSED to S3 (JSONLines gzip) and to PostgreSQL (COPY); prints events/s and the worker\'s memory.');
-    process.exit(0);
-  }
-  const result = await runExportThroughput({ events: Number(values.events), log: (m) => console.error(`[bench exports] ${m}`) });
+  const { values } = parseBenchArgs(USAGE, { options: { events: { type: 'string', default: '1000000' } } });
+  const events = Number(values.events);
+  if (!Number.isInteger(events) || events < 1) usageError(USAGE, `--events must be a positive integer, not ${values.events}`);
+  const result = await runExportThroughput({ events, log: (m) => console.error(`[bench exports] ${m}`) });
   console.log(JSON.stringify(result, null, 2));
   process.exit(0);
 }
