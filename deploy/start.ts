@@ -5,32 +5,46 @@ import { clusterFilePath, dataDir as defaultDataDir } from '../lib/index.js';
 import { startLocalCluster } from './launcher/local-cluster.js';
 import { LOG_FORMAT_ENV, lineFormatter, logFormatOf } from './launcher/log-lines.js';
 
-const { values } = parseArgs({
-  options: {
-    'nats-nodes': { type: 'string', default: '1' },
-    ingest: { type: 'string', default: '1' },
-    workers: { type: 'string', default: '1' },
-    'data-dir': { type: 'string' },
-    help: { type: 'boolean', default: false },
-  },
-});
-
-if (values.help) {
-  console.log(`usage: npm start -- [--nats-nodes 1|3] [--ingest N] [--workers M] [--data-dir DIR]
+const USAGE = `usage: npm start -- [--nats-nodes 1|3] [--ingest N] [--workers M] [--data-dir DIR]
 
 Runs nats-server (or a 3-node JetStream cluster), PostgreSQL, the admin server, N ingest
 nodes and M workers under $SPATE_DATA_DIR (default .data/), then writes cluster.json there. NATS_URL and
 DATABASE_URL use existing servers instead. The children's logs are readable lines on a terminal and
-JSON otherwise; ${LOG_FORMAT_ENV}=json|pretty chooses.`);
+JSON otherwise; ${LOG_FORMAT_ENV}=json|pretty chooses.`;
+
+/** A command line it cannot run: what is wrong and the usage, exit code 2 (never a stack trace). */
+function refuse(problem: string): never {
+  console.error(`${problem}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+const values = (() => {
+  try {
+    return parseArgs({
+      options: {
+        'nats-nodes': { type: 'string', default: '1' },
+        ingest: { type: 'string', default: '1' },
+        workers: { type: 'string', default: '1' },
+        'data-dir': { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }).values;
+  } catch (err) {
+    return refuse(err instanceof Error ? err.message : String(err));
+  }
+})();
+
+if (values.help) {
+  console.log(USAGE);
   process.exit(0);
 }
 
 const natsNodes = Number(values['nats-nodes']);
 const ingest = Number(values.ingest);
 const workers = Number(values.workers);
-if (natsNodes !== 1 && natsNodes !== 3) throw new Error('--nats-nodes must be 1 or 3');
-if (!Number.isInteger(ingest) || ingest < 1) throw new Error('--ingest must be a positive integer');
-if (!Number.isInteger(workers) || workers < 0) throw new Error('--workers must be 0 or more');
+if (natsNodes !== 1 && natsNodes !== 3) refuse(`--nats-nodes must be 1 or 3, not ${values['nats-nodes']}`);
+if (!Number.isInteger(ingest) || ingest < 1) refuse(`--ingest must be a positive integer, not ${values.ingest}`);
+if (!Number.isInteger(workers) || workers < 0) refuse(`--workers must be 0 or more, not ${values.workers}`);
 
 const dataDir = values['data-dir'] ?? defaultDataDir();
 const terminal = process.stdout.isTTY === true;

@@ -1,6 +1,6 @@
-// Every command of the project answers `--help` with its usage and exit code 0, and a bench
-// program given an option it does not know says so with its usage and exit code 2, never a
-// stack trace. Run from source (as `npm run …` runs them once built).
+// Every command of the project answers `--help` with its usage and exit code 0, and a command
+// given an option it does not know (or a value it cannot use) says so with its usage and exit
+// code 2, never a stack trace. Run from source (as `npm run …` runs them once built).
 import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -45,6 +45,8 @@ const commands: [name: string, file: string, args: string[]][] = [
   ['bench/nats-dedup-memory.ts', 'bench/nats-dedup-memory.ts', []],
   ['bench/workers/throughput.ts', 'bench/workers/throughput.ts', []],
   ['bench/workers/batch-cpu.ts', 'bench/workers/batch-cpu.ts', []],
+  ['bench/exports/throughput.ts', 'bench/exports/throughput.ts', []],
+  ['bench/exports/parquet-writers.ts', 'bench/exports/parquet-writers.ts', []],
   ['bench/ceilings/trivial-uws.ts', 'bench/ceilings/trivial-uws.ts', []],
   ['bench/baseline/server.ts', 'bench/baseline/server.ts', []],
 ];
@@ -57,11 +59,24 @@ describe.concurrent('--help', () => {
     expect(r.stdout).toMatch(/usage|Configuration \(environment variables\)/i);
   });
 
-  it.each(commands.filter(([name]) => name.includes('bench')))('help - %s refuses an unknown option with its usage and exit code 2', async (_name, file, args) => {
+  // The three servers take no options (they read their settings from the environment).
+  it.each(commands.filter(([, file]) => !/^(ingest|admin|workers)\/main\.ts$/.test(file)))('help - %s refuses an unknown option with its usage and exit code 2', async (_name, file, args) => {
     const r = await run(file, [...args, '--no-such-option']);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--no-such-option');
     expect(r.stderr).toMatch(/usage/i);
+    expect(r.stderr).not.toMatch(STACK_TRACE);
+  });
+
+  it.each([
+    ['--nats-nodes 2', '--nats-nodes must be 1 or 3'],
+    ['--ingest 0', '--ingest must be a positive integer'],
+    ['--workers many', '--workers must be 0 or more'],
+  ])('help - npm start %s is refused with its usage and exit code 2, before starting anything', async (option, problem) => {
+    const r = await run('deploy/start.ts', option.split(' '));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(problem);
+    expect(r.stderr).toContain('usage: npm start');
     expect(r.stderr).not.toMatch(STACK_TRACE);
   });
 });
