@@ -1,0 +1,51 @@
+// The host's answer when a plugin first reads a field in a batch (prelude.ts `column`): that field
+// of every event of the batch at once, "<mask>\n<JSON array>", mask "" when every event has it,
+// else "1"/"0" per event (JSON has no undefined).
+import type { SandboxBatch, SandboxEvent } from './sandbox.js';
+
+/** Fields of a host event a plugin never sees (the project is `team_id`; the token stays private). */
+const HIDDEN = new Set(['token', 'project_id']);
+
+export function topField(batch: SandboxBatch, event: SandboxEvent, field: string): unknown {
+  if (field === 'team_id') return batch.teamId;
+  if (HIDDEN.has(field) || !Object.hasOwn(event, field)) return undefined;
+  return (event as unknown as Record<string, unknown>)[field];
+}
+
+export function topKeys(event: SandboxEvent): string[] {
+  const keys = Object.keys(event).filter((k) => !HIDDEN.has(k));
+  keys.push('team_id');
+  return keys;
+}
+
+function columnOf(values: unknown[]): string {
+  let mask = '';
+  for (let i = 0; i < values.length; i++) {
+    if (values[i] === undefined) {
+      if (mask === '') mask = '1'.repeat(i);
+      mask += '0';
+    } else if (mask !== '') mask += '1';
+  }
+  return `${mask}\n${JSON.stringify(values)}`;
+}
+
+/** `key`: "t<field>" a top-level field, "p<name>" a property, "k" the top-level keys. */
+export function columnText(batch: SandboxBatch, key: string): string {
+  const { events } = batch;
+  const values: unknown[] = new Array(events.length);
+  if (key === 'k') {
+    for (let i = 0; i < events.length; i++) values[i] = topKeys(events[i]!);
+  } else if (key[0] === 't') {
+    const field = key.slice(1);
+    for (let i = 0; i < events.length; i++) values[i] = topField(batch, events[i]!, field);
+  } else if (key[0] === 'p') {
+    const name = key.slice(1);
+    for (let i = 0; i < events.length; i++) {
+      const properties = events[i]!.properties;
+      values[i] = Object.hasOwn(properties, name) ? properties[name] : undefined;
+    }
+  } else {
+    throw new RangeError(`no column ${JSON.stringify(key)}`);
+  }
+  return columnOf(values);
+}

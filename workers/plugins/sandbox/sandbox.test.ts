@@ -1,0 +1,182 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { compilePluginSource } from '../../../lib/index.js';
+import { Sandbox, SandboxError, type SandboxBatch, type SandboxHost, type SandboxLimits } from './index.js';
+
+const LIMITS: SandboxLimits = { memoryBytes: 16 * 1024 * 1024, stackBytes: 512 * 1024, cpuMs: 100, wallMs: 2_000 };
+const open: Sandbox[] = [];
+afterEach(() => {
+  for (const s of open.splice(0)) s.dispose();
+});
+
+function recordingHost(calls: Record<string, (args: unknown) => unknown> = {}) {
+  const logs: Array<[string, string]> = [];
+  const ops: Array<[string, unknown]> = [];
+  const host: SandboxHost = {
+    log: (level, message) => logs.push([level, message]),
+    call: (op, args) => {
+      ops.push([op, args]);
+      const fn = calls[op];
+      return fn ? Promise.resolve(fn(args)) : Promise.reject(new Error(`no ${op}`));
+    },
+  };
+  return { host, logs, ops };
+}
+
+async function sandbox(source: string, options: { host?: SandboxHost; config?: Record<string, unknown>; limits?: Partial<SandboxLimits> } = {}): Promise<Sandbox> {
+  const compiled = await compilePluginSource(new Map([['index.ts', source]]));
+  const s = await Sandbox.create({ code: compiled!.code, file: 'index.ts', config: options.config ?? {}, limits: { ...LIMITS, ...options.limits }, host: options.host ?? recordingHost().host });
+  open.push(s);
+  return s;
+}
+
+function events(n: number): SandboxBatch & { events: Array<Record<string, unknown> & { properties: Record<string, unknown> }> } {
+  return {
+    teamId: 7,
+    events: Array.from({ length: n }, (_, i) => ({
+      uuid: `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`,
+      event: i % 2 ? '$pageview' : 'clicked',
+      distinct_id: `user-${i}`,
+      properties: { $current_url: `https://example.com/${i}`, n: i, nested: { a: i } },
+      timestamp: '2026-11-26T10:00:00.000Z',
+      now: '2026-11-26T10:00:00.000Z',
+      token: 'phc_secret',
+      project_id: 7,
+    })),
+  };
+}
+
+describe('plugin sandbox', () => {
+  it('sandbox - a batch crosses once: changed properties come back as a patch, untouched events as nothing', async () => {
+    const s = await sandbox(`export function processEvent(event) {
+      if (event.event === '$pageview') event.properties.seen = event.properties.$current_url + '#' + event.team_id
+      return event
+    }`);
+    expect(s.methods).toEqual(new Set(['processEvent']));
+    const out = await s.runBatch('processEvent', 'event', events(4));
+    expect(out).toEqual([
+      { kind: 'patch', index: 1, top: [], topDeleted: [], properties: [['seen', 'https://example.com/1#7']], propertiesDeleted: [], replaced: undefined, size: expect.any(Number) },
+      { kind: 'patch', index: 3, top: [], topDeleted: [], properties: [['seen', 'https://example.com/3#7']], propertiesDeleted: [], replaced: undefined, size: expect.any(Number) },
+    ]);
+  });
+
+  it('sandbox - drops, throws, other objects, deletes and nested changes each come back as such', async () => {
+    const s = await sandbox(`export function processEvent(event) {
+      const n = event.properties.n
+      if (n === 0) return null
+      if (n === 1) throw new RangeError('bad ' + event.uuid)
+      if (n === 2) return { ...event, event: 'renamed' }
+      if (n === 3) { delete event.properties.n; event.properties.nested.b = 1; event.distinct_id = 'x'; return event }
+      if (n === 4) return 'nope'
+      return event
+    }`);
+    const batch = events(6);
+    const out = await s.runBatch('processEvent', 'event', batch);
+    expect(out[0]).toEqual({ kind: 'null', index: 0 });
+    expect(out[1]).toEqual({ kind: 'error', index: 1, name: 'RangeError', message: `bad ${String(batch.events[1]!.uuid)}` });
+    // The plugin sees team_id, never the token or project_id.
+    const { token: _t, project_id: _p, ...visible } = batch.events[2]!;
+    expect(out[2]).toEqual({ kind: 'result', index: 2, value: { ...visible, team_id: 7, event: 'renamed' }, size: expect.any(Number) });
+    expect(out[3]).toMatchObject({ kind: 'patch', index: 3, top: [['distinct_id', 'x']], properties: [['nested', { a: 3, b: 1 }]], propertiesDeleted: ['n'] });
+    expect(out[4]).toMatchObject({ kind: 'error', index: 4, name: 'TypeError', message: 'processEvent returned string, not an event or null' });
+    expect(out).toHaveLength(5);
+  });
+
+  it('sandbox - a field is fetched once per batch, whatever the number of events that read it', async () => {
+    const s = await sandbox('export const processEvent = (e) => { e.properties.u = e.properties.$current_url + e.event; return e }');
+    const batch = events(500);
+    let reads = 0;
+    const counted = new Proxy(batch.events, {
+      get(target, key) {
+        if (typeof key === 'string' && /^\d+$/.test(key)) reads++;
+        return Reflect.get(target, key) as unknown;
+      },
+    });
+    const out = await s.runBatch('processEvent', 'event', { teamId: 7, events: counted });
+    expect(out).toHaveLength(500);
+    // Two fields read: each fetched for the whole batch once (one pass over the events each).
+    expect(reads).toBe(2 * 500);
+  });
+
+  it('sandbox - a looping event times out alone; the batch goes on and the engine stays usable', async () => {
+    const s = await sandbox('export function processEvent(event) { if (event.properties.n === 2) { while (true) {} } event.properties.ok = true; return event }', { limits: { cpuMs: 50 } });
+    const started = performance.now();
+    const out = await s.runBatch('processEvent', 'event', events(5));
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(out.map((o) => [o.index, o.kind])).toEqual([
+      [0, 'patch'],
+      [1, 'patch'],
+      [2, 'timeout'],
+      [3, 'patch'],
+      [4, 'patch'],
+    ]);
+    expect(out[2]).toMatchObject({ message: 'ran for more than 50 ms of CPU time' });
+    expect(await s.runBatch('processEvent', 'event', { teamId: 7, events: events(2).events })).toHaveLength(2);
+  });
+
+  it('sandbox - allocating without bound is stopped by the memory limit', async () => {
+    const s = await sandbox('const kept: number[][] = []\nexport function processEvent(event) { for (;;) kept.push(new Array(100000).fill(kept.length)) }', { limits: { memoryBytes: 8 * 1024 * 1024 } });
+    const out = await s.runBatch('processEvent', 'event', events(1));
+    expect(out).toEqual([{ kind: 'error', index: 0, name: 'InternalError', message: 'out of memory' }]);
+  });
+
+  it('sandbox - async methods await the host (fetch, storage, cache); meta.global and meta.config persist', async () => {
+    const { host, ops, logs } = recordingHost({
+      fetch: () => ({ status: 200, statusText: 'OK', url: 'https://api.example/x', headers: [['content-type', 'application/json']], body: '{"country":"NZ"}' }),
+      'cache.incr': () => 3,
+    });
+    const s = await sandbox(
+      `export async function setupPlugin(meta) { meta.global.prefix = meta.config.prefix; console.log('set up', { prefix: meta.global.prefix }) }
+       export async function processEvent(event, { global, cache }) {
+         const res = await fetch('https://api.example/x?id=' + event.distinct_id)
+         event.properties.country = global.prefix + (await res.json()).country
+         event.properties.count = await cache.incr('seen')
+         return event
+       }`,
+      { host, config: { prefix: '>' } },
+    );
+    expect(await s.call('setupPlugin')).toBeNull();
+    expect(logs).toEqual([['LOG', 'set up {"prefix":">"}']]);
+    const out = await s.runBatch('processEvent', 'event', events(2));
+    expect(out.map((o) => (o.kind === 'patch' ? o.properties : o))).toEqual([
+      [['country', '>NZ'], ['count', 3]],
+      [['country', '>NZ'], ['count', 3]],
+    ]);
+    expect(ops.filter(([op]) => op === 'fetch').map(([, a]) => (a as { url: string }).url)).toEqual(['https://api.example/x?id=user-0', 'https://api.example/x?id=user-1']);
+  });
+
+  it('sandbox - a promise that never settles, or one slower than the wall time, times out', async () => {
+    const { host } = recordingHost({ 'storage.get': () => new Promise((r) => setTimeout(() => r(null), 5_000)) });
+    const s = await sandbox(
+      `export async function processEvent(event, meta) {
+        if (event.properties.n === 0) await new Promise(() => {})
+        if (event.properties.n === 1) await meta.storage.get('slow')
+        return event
+      }`,
+      { host, limits: { wallMs: 300 } },
+    );
+    const out = await s.runBatch('processEvent', 'event', events(3));
+    expect(out.map((o) => [o.index, o.kind])).toEqual([
+      [0, 'timeout'],
+      [1, 'timeout'],
+    ]);
+  });
+
+  it('sandbox - the plugin cannot reach the host beyond what it is given', async () => {
+    const s = await sandbox(`export function processEvent(event) {
+      event.properties.escape = [typeof process, typeof globalThis.__spateHost, typeof setTimeout, (function () { return typeof this })()].join(',')
+      event.properties.ctor = ({}).constructor.constructor('return [typeof process, typeof globalThis.process, typeof std].join()')()
+      return event
+    }`);
+    const [out] = await s.runBatch('processEvent', 'event', events(1));
+    expect(out).toMatchObject({ properties: [['escape', 'undefined,undefined,undefined,undefined'], ['ctor', 'undefined,undefined,undefined']] });
+  });
+
+  it('sandbox - load errors and missing methods are SandboxErrors', async () => {
+    const err = await sandbox('throw new Error("at load")').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SandboxError);
+    expect((err as SandboxError).code).toBe('load_failed');
+    expect((err as SandboxError).message).toContain('Error: at load');
+    const s = await sandbox('export function onEvent() {}');
+    await expect(s.runBatch('processEvent', 'event', events(1))).rejects.toMatchObject({ code: 'missing_method' });
+  });
+});
