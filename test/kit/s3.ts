@@ -1,8 +1,7 @@
 // A real S3-compatible server for tests: s3rver (npm) on a free loopback port with a temp
-// directory, and an independent client to read objects back. s3rver accepts only the
-// x-amz-content-sha256 values UNSIGNED-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD or a sha256,
-// so a client sending the SDK's default checksum trailers fails against it, as against R2 and
-// MinIO: a regression test for checksums on custom endpoints, for free.
+// directory, and an independent client to read objects back. s3rver accepts the SDK's default
+// checksum headers (x-amz-checksum-*) that R2, MinIO and B2 refuse, so it proves nothing about
+// them: workers/exports/destinations.int.test.ts records the requests to check none is sent.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,6 +1,6 @@
 // Each destination against a real server (s3rver, PostgreSQL, a node:http receiver), through the
 // whole runner: events on PROCESSED → backfill run → what the destination holds.
-import { createServer, type IncomingMessage } from 'node:http';
+import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { asyncBufferFromFile, parquetReadObjects } from 'hyparquet';
@@ -69,6 +69,33 @@ async function receiver(statuses: number[]): Promise<{ url: string; requests: Re
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/batch/`, requests };
 }
 
+interface S3Request {
+  method: string;
+  url: string;
+  headers: IncomingMessage['headers'];
+}
+
+/**
+ * A proxy in front of the rig's s3rver that records every request's method, path and headers
+ * and forwards it byte for byte (Host kept, so the signature still holds).
+ */
+async function recordingS3Proxy(target: string): Promise<{ endpoint: string; requests: S3Request[] }> {
+  const requests: S3Request[] = [];
+  const to = new URL(target);
+  const server = createServer((req, res) => {
+    requests.push({ method: req.method!, url: req.url!, headers: req.headers });
+    const forward = httpRequest({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode!, answer.headers);
+      answer.pipe(res);
+    });
+    forward.on('error', (err) => res.destroy(err));
+    req.pipe(forward);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  cleanups.push(() => new Promise((r) => server.close(r)));
+  return { endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests };
+}
+
 describe('export destinations', () => {
   it('S3 - Parquet split by max_file_size_mb: numbered files and a manifest, every event once, PostHog column types', async () => {
     rig = await startExportRig();
@@ -118,6 +145,36 @@ describe('export destinations', () => {
     const keys = await rig.s3.list('exports', 'br/');
     expect(keys).toHaveLength(2);
     expect(await rig.s3.get('exports', keys.find((k) => k.includes(again))!)).toEqual(first);
+  });
+
+  it('S3 - on a custom endpoint_url no checksum is sent (S3-compatible stores refuse them); encryption and kms_key_id reach the uploads', async () => {
+    rig = await startExportRig();
+    // ~10 MB of JSONLines: a multipart upload (8 MiB parts) besides HeadBucket.
+    const sent = eventsBetween(20_000, HOUR.start, HOUR.end);
+    await withEvents(rig, sent);
+    const proxy = await recordingS3Proxy(rig.s3.endpoint);
+    const config = {
+      bucket_name: 'exports', region: 'us-east-1', prefix: 'sse', endpoint_url: proxy.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER',
+      encryption: 'aws:kms', kms_key_id: 'arn:aws:kms:us-east-1:111122223333:key/spate-test',
+    };
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'S3', config } });
+    const id = await rig.backfill(record, HOUR.start, HOUR.end);
+    const done = await rig.waitForRun('the run', (l) => l.backfill_id === id && l.status === 'Completed');
+    expect(done.records_completed).toBe(20_000);
+    const [key] = await rig.s3.list('exports', 'sse/');
+    expect((await rig.s3.get('exports', key!)).toString().split('\n').filter(Boolean)).toHaveLength(20_000);
+
+    const writes = proxy.requests.filter((r) => r.method === 'PUT' || r.method === 'POST');
+    const kinds = writes.map((r) => (r.url.includes('partNumber=') ? 'UploadPart' : r.url.includes('uploadId=') ? 'CompleteMultipartUpload' : r.url.includes('uploads') ? 'CreateMultipartUpload' : 'PutObject'));
+    expect(new Set(kinds)).toEqual(new Set(['CreateMultipartUpload', 'UploadPart', 'CompleteMultipartUpload']));
+    for (const r of proxy.requests) {
+      const checksumHeaders = Object.keys(r.headers).filter((h) => /^x-amz-(checksum-|sdk-checksum-algorithm|trailer$)/.test(h));
+      expect(checksumHeaders, `${r.method} ${r.url}`).toEqual([]);
+      expect(r.headers['content-encoding'] ?? '', `${r.method} ${r.url}`).not.toContain('aws-chunked');
+    }
+    const create = writes[kinds.indexOf('CreateMultipartUpload')]!;
+    expect(create.headers['x-amz-server-side-encryption']).toBe('aws:kms');
+    expect(create.headers['x-amz-server-side-encryption-aws-kms-key-id']).toBe(config.kms_key_id);
   });
 
   it('S3 - a missing bucket fails at once with an error a person can act on; repeated failures ask the admin server to pause the export', async () => {
