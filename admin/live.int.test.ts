@@ -5,7 +5,7 @@
 // deploy/launcher/live-page.int.test.ts.
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureStreams, pipelineSubject, toNdjson } from '../lib/index.js';
+import { DEFAULT_STREAM_LAYOUT, ensureStreams, pipelineSubject, toNdjson } from '../lib/index.js';
 import { newBatchExport, newPluginConfig } from '../test/admin/endpoints.js';
 import { startAdminFixture, type AdminFixture, type TestUser } from '../test/admin/harness.js';
 import { startIngestHarness, type IngestHarness } from '../test/ingest-harness.js';
@@ -26,7 +26,7 @@ beforeAll(async () => {
   stranger = await f.newUser('stranger@live.example');
   // The event streams in the admin's NATS, with something in EVENTS.
   const jsm = await jetstreamManager(f.nc);
-  await ensureStreams(jsm, { replicas: 1, duplicateWindowMs: 60_000, maxAgeMs: 0, maxBytes: -1 });
+  await ensureStreams(jsm, { replicas: 1, duplicateWindowMs: 60_000, maxAgeMs: 0, maxBytes: -1 }, DEFAULT_STREAM_LAYOUT);
   await jetstream(f.nc).publish('events.1.0', '{"event":"x"}\n');
 });
 afterAll(async () => {

@@ -27,7 +27,7 @@ import { createPool, type Pool } from './db/pool.js';
 import { DomainVerifier } from './domain-verifier.js';
 import { buildApp } from './http/app.js';
 import { InviteMailer } from './invite-mailer.js';
-import { LiveFigures, liveRoutes } from './live/index.js';
+import { LiveFigures, liveRoutes, StreamSizes } from './live/index.js';
 import type { KvMirror } from './kv-mirror.js';
 import { LogRetention } from './log-retention.js';
 import { Outbox } from './outbox.js';
@@ -166,7 +166,7 @@ export async function startAdmin(config: AdminConfig, deps: AdminDeps = {}): Pro
         () => false,
       ),
     });
-    const live = new LiveFigures({ metricsUrls: config.clusterMetricsUrls, jsm, db: pool, log, refreshMs: config.liveRefresh });
+    const live = new LiveFigures({ metricsUrls: config.clusterMetricsUrls, streams: new StreamSizes(nc, jsm), db: pool, log, refreshMs: config.liveRefresh });
     const pages = liveRoutes(live, pool, log);
     const app = buildApp({ routes: apiRoutes, services, metrics, version: API_VERSION, readiness, pages });
     cleanups.push(() => app.close());

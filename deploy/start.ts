@@ -1,14 +1,16 @@
-// `npm start [-- --nats-nodes 3 --ingest N]`: runs the local cluster in the foreground.
+// `npm start [-- --nats-nodes 3 --ingest N --stream-partitions K]`: runs the local cluster in the foreground.
 // Ctrl-C (or SIGTERM) stops everything in order; a second Ctrl-C forces exit.
 import { parseArgs } from 'node:util';
 import { clusterFilePath, dataDir as defaultDataDir } from '../lib/index.js';
 import { startLocalCluster } from './launcher/local-cluster.js';
 import { LOG_FORMAT_ENV, lineFormatter, logFormatOf } from './launcher/log-lines.js';
 
-const USAGE = `usage: npm start -- [--nats-nodes 1|3] [--ingest N] [--workers M] [--data-dir DIR]
+const USAGE = `usage: npm start -- [--nats-nodes 1|3] [--ingest N] [--workers M] [--stream-partitions K] [--data-dir DIR]
 
 Runs nats-server (or a 3-node JetStream cluster), PostgreSQL, the admin server, N ingest
-nodes and M workers under $SPATE_DATA_DIR (default .data/), then writes cluster.json there. NATS_URL and
+nodes and M workers under $SPATE_DATA_DIR (default .data/), then writes cluster.json there.
+--stream-partitions K splits EVENTS, HISTORICAL and OVERFLOW into K streams each (STREAM_PARTITIONS,
+default 1), fixed at the data dir's first start. NATS_URL and
 DATABASE_URL use existing servers instead. The children's logs are readable lines on a terminal and
 JSON otherwise; ${LOG_FORMAT_ENV}=json|pretty chooses.`;
 
@@ -25,6 +27,7 @@ const values = (() => {
         'nats-nodes': { type: 'string', default: '1' },
         ingest: { type: 'string', default: '1' },
         workers: { type: 'string', default: '1' },
+        'stream-partitions': { type: 'string' },
         'data-dir': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -42,9 +45,13 @@ if (values.help) {
 const natsNodes = Number(values['nats-nodes']);
 const ingest = Number(values.ingest);
 const workers = Number(values.workers);
+const streamPartitions = values['stream-partitions'] === undefined ? undefined : Number(values['stream-partitions']);
 if (natsNodes !== 1 && natsNodes !== 3) refuse(`--nats-nodes must be 1 or 3, not ${values['nats-nodes']}`);
 if (!Number.isInteger(ingest) || ingest < 1) refuse(`--ingest must be a positive integer, not ${values.ingest}`);
 if (!Number.isInteger(workers) || workers < 0) refuse(`--workers must be 0 or more, not ${values.workers}`);
+if (streamPartitions !== undefined && (!Number.isInteger(streamPartitions) || streamPartitions < 1)) {
+  refuse(`--stream-partitions must be a positive integer, not ${values['stream-partitions']}`);
+}
 
 const dataDir = values['data-dir'] ?? defaultDataDir();
 const terminal = process.stdout.isTTY === true;
@@ -54,7 +61,7 @@ const log = {
   warn: (m: string) => console.warn(`[spate] ${m}`),
 };
 
-const local = await startLocalCluster({ dataDir, natsNodes, ingest, workers, env: process.env, formatLine }, log).catch((err: unknown) => {
+const local = await startLocalCluster({ dataDir, natsNodes, ingest, workers, streamPartitions, env: process.env, formatLine }, log).catch((err: unknown) => {
   console.error(`[spate] failed to start: ${err instanceof Error ? err.message : String(err)}`);
   process.exit(1);
 });

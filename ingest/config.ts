@@ -11,6 +11,8 @@ import {
   loadConfig,
   natsAuthSettings,
   byteSize,
+  configuredStreamLayout,
+  streamPartitionsSettings,
   setting,
   type ConfigOf,
 } from '../lib/index.js';
@@ -46,6 +48,12 @@ export const ingestConfigDefinition = {
   natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated'),
   ...natsAuthSettings('ingest'),
   shardCount: setting('SHARD_COUNT', envInt(16, 1), 'shards per project; must match every other process of the cluster'),
+  ...streamPartitionsSettings(),
+  streamLeaderSpreadInterval: setting(
+    'STREAM_LEADER_SPREAD_INTERVAL',
+    envDuration('1m'),
+    "with STREAM_PARTITIONS > 1 on a NATS cluster: how often this node checks that each kind's stream leaders are spread over the NATS nodes, and steps a leader down where one node leads more than its share (also at start); 0 never does",
+  ),
   streamReplicas: setting('STREAM_REPLICAS', envInt(1, 1), 'replicas of each JetStream stream (3 on a 3-node cluster)'),
   duplicateWindow: setting('STREAM_DUPLICATE_WINDOW', envDuration('2m'), 'JetStream de-duplication window for Nats-Msg-Id'),
   historicalDuplicateWindow: setting(
@@ -117,6 +125,7 @@ export type IngestConfig = Readonly<Omit<RawIngestConfig, 'maxDecompressedBytes'
 
 export function loadIngestConfig(env: Readonly<Record<string, string | undefined>> = process.env): IngestConfig {
   const raw = loadConfig(ingestConfigDefinition, env);
+  configuredStreamLayout(raw);
   const { maxDecompressedBytes, maxBodyBytes } = raw;
   return Object.freeze({
     ...raw,

@@ -4,12 +4,14 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import {
   clusterStreamSettings,
+  configuredStreamLayout,
   connectNats,
   createLogger,
   ensureClusterSettings,
   ensureStreams,
   natsAuthOf,
   retryUnanswered,
+  StreamLeaderSpreader,
   streamsPresent,
   watchNatsConnection,
   type Logger,
@@ -49,6 +51,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   const nc = await connectNats(config.natsUrl, 'spate-ingest', natsAuthOf(config), { asyncTraces: false });
   deps.onFailedStart?.(() => nc.close());
   const jsm = await retryUnanswered('jetstream manager', () => jetstreamManager(nc), log);
+  const layout = configuredStreamLayout(config);
   const streamLimits = {
     replicas: config.streamReplicas,
     duplicateWindowMs: config.duplicateWindow,
@@ -61,14 +64,17 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   // must not change every stream (a stray STREAM_MAX_AGE=1h would shrink everyone's retention).
   await ensureClusterSettings(
     nc,
-    { shardCount: config.shardCount, streams: clusterStreamSettings(streamLimits), replaceStreams: config.streamLimitsUpdate },
+    { shardCount: config.shardCount, streamPartitions: config.streamPartitions, streams: clusterStreamSettings(streamLimits), replaceStreams: config.streamLimitsUpdate },
     config.streamReplicas,
     log,
   ).catch(async (err: unknown) => {
     await nc.close();
     throw err;
   });
-  await retryUnanswered('streams', () => ensureStreams(jsm, streamLimits), log);
+  await retryUnanswered('streams', () => ensureStreams(jsm, streamLimits, layout), log);
+  const leaders = new StreamLeaderSpreader(nc, jsm, layout, config.streamLeaderSpreadInterval, log);
+  deps.onFailedStart?.(() => leaders.stop());
+  await leaders.start();
 
   const registry = new TokenRegistry(nc, config.streamReplicas, log);
   deps.onFailedStart?.(() => registry.stop());
@@ -115,7 +121,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   let stopping = false;
   // Streams can be deleted from outside; readiness reflects it within a few seconds.
   const checkStreams = () => {
-    if (natsConnected) void streamsPresent(jsm).then((ok) => (streamsOk = ok ?? streamsOk));
+    if (natsConnected) void streamsPresent(jsm, layout).then((ok) => (streamsOk = ok ?? streamsOk));
   };
   const streamCheck = setInterval(checkStreams, 5_000);
   streamCheck.unref();
@@ -175,6 +181,7 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
       server.closeConnections();
       operations?.closeConnections();
       clearInterval(streamCheck);
+      await leaders.stop();
       registry.stop();
       limiter.close();
       await nc.drain().catch(() => undefined);

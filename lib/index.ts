@@ -3,6 +3,8 @@ export * from './config.js';
 export * from './errors.js';
 export * from './shard.js';
 export * from './streams.js';
+export * from './cluster-settings.js';
+export * from './stream-leaders.js';
 export * from './wire.js';
 export * from './logger.js';
 export * from './metrics.js';

@@ -1,18 +1,13 @@
-// JetStream streams, subjects and KV buckets: public contracts (ARCHITECTURE.md).
-import {
-  DiscardPolicy,
-  JetStreamApiCodes,
-  JetStreamApiError,
-  RetentionPolicy,
-  StorageType,
-  type JetStreamManager,
-  type StreamConfig,
-} from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
-import type { NatsConnection } from '@nats-io/transport-node';
-import type { Logger } from './logger.js';
-import { retryUnanswered } from './nats.js';
+// JetStream streams and subjects, and how the capture streams are partitioned: public contracts
+// (ARCHITECTURE.md, docs/architecture.md).
+import { DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
+import { z } from 'zod';
+import { ConfigError, setting } from './config.js';
 
+/**
+ * Each kind's stream name; with STREAM_PARTITIONS = K > 1 the partitioned kinds are K streams
+ * named after it (partitionStreamName): name streams through streamOfShard and streamNamesOf.
+ */
 export const STREAMS = {
   events: 'EVENTS',
   historical: 'HISTORICAL',
@@ -52,8 +47,6 @@ export function parseSubject(subject: string): { kind: StreamKind; projectId: nu
 
 /** KV bucket: project API key → { projectId, organizationId, limits? }. Written by admin, watched by ingest. */
 export const PROJECTS_BUCKET = 'spate-projects';
-/** KV bucket: cluster-wide settings that every deployable must agree on (shard count). */
-export const CLUSTER_BUCKET = 'spate-cluster';
 
 /**
  * What one ingest node lets a project send (each absent: no limit). The admin server writes the
@@ -98,10 +91,115 @@ export interface StreamLimits {
 
 const MS_TO_NANOS = 1_000_000;
 
-export function streamConfig(kind: StreamKind, limits: StreamLimits): Partial<StreamConfig> & { name: string } {
+/**
+ * How the capture streams are split (docs/architecture.md, "Partitioned streams"). One stream's
+ * writes all go through its leader, so one EVENTS caps the cluster's write rate at one NATS
+ * node's; with `partitions` = K > 1, EVENTS, HISTORICAL and OVERFLOW are each K streams that hold
+ * contiguous ranges of shards, their leaders spread over the NATS nodes. Fixed at the cluster's
+ * first start, like the shard count (cluster-settings.ts).
+ */
+export interface StreamLayout {
+  shardCount: number;
+  /** Streams per partitioned kind (STREAM_PARTITIONS); 1 keeps the single streams EVENTS, HISTORICAL, OVERFLOW. */
+  partitions: number;
+}
+
+/**
+ * The kinds K > 1 splits: ingest writes them, one small message per request and shard, so their
+ * message rate is the capture rate. PROCESSED stays one stream: workers write it in batches
+ * (thousands of events a message), and exports read a project's events from it as one range of
+ * sequences.
+ */
+export const PARTITIONED_KINDS: readonly StreamKind[] = ['events', 'historical', 'overflow'];
+
+/** Most partitions per kind: the shipped NATS users (deploy/nats/auth.conf) name this many. */
+export const MAX_STREAM_PARTITIONS = 16;
+
+/** The default: single streams (EVENTS, HISTORICAL, OVERFLOW, PROCESSED) and SHARD_COUNT's default of 16 shards. */
+export const DEFAULT_STREAM_LAYOUT: StreamLayout = Object.freeze({ shardCount: 16, partitions: 1 });
+
+/** Why a layout cannot be used: named after the setting to change. */
+export class StreamLayoutError extends Error {
+  override name = 'StreamLayoutError';
+}
+
+/** A checked layout: 1 ≤ partitions ≤ min(MAX_STREAM_PARTITIONS, shardCount). */
+export function streamLayout(shardCount: number, partitions: number): StreamLayout {
+  if (!Number.isInteger(partitions) || partitions < 1 || partitions > MAX_STREAM_PARTITIONS) {
+    throw new StreamLayoutError(`STREAM_PARTITIONS must be an integer from 1 to ${MAX_STREAM_PARTITIONS} (got ${partitions})`);
+  }
+  if (partitions > shardCount) {
+    throw new StreamLayoutError(`STREAM_PARTITIONS (${partitions}) cannot exceed SHARD_COUNT (${shardCount}): each stream holds at least one shard`);
+  }
+  return { shardCount, partitions };
+}
+
+/** STREAM_PARTITIONS: a setting of ingest nodes and workers, which must match the cluster's (cluster-settings.ts). */
+export function streamPartitionsSettings() {
   return {
-    name: STREAMS[kind],
-    subjects: [`${SUBJECT_PREFIX[kind]}.>`],
+    streamPartitions: setting(
+      'STREAM_PARTITIONS',
+      z.coerce.number().int().min(1).max(MAX_STREAM_PARTITIONS).default(1),
+      `streams EVENTS, HISTORICAL and OVERFLOW are each split into, by shard range (EVENTS_0 … EVENTS_<K-1>), so their writes spread over K stream leaders on the NATS nodes; 1 keeps single streams. At most SHARD_COUNT and ${MAX_STREAM_PARTITIONS}; fixed at the cluster's first start (checked in the spate-cluster KV bucket)`,
+    ),
+  };
+}
+
+/** The layout of a configuration; a ConfigError naming STREAM_PARTITIONS when it cannot be used. */
+export function configuredStreamLayout(config: { shardCount: number; streamPartitions: number }): StreamLayout {
+  try {
+    return streamLayout(config.shardCount, config.streamPartitions);
+  } catch (err) {
+    if (err instanceof StreamLayoutError) throw new ConfigError([err.message], { cause: err });
+    throw err;
+  }
+}
+
+/** Partitions of `kind` in `layout`: K for the partitioned kinds, else 1. */
+export function partitionsOf(kind: StreamKind, layout: StreamLayout): number {
+  return layout.partitions > 1 && PARTITIONED_KINDS.includes(kind) ? layout.partitions : 1;
+}
+
+/** The partition holding `shard`: floor(shard · K / shardCount), so each holds a contiguous range. */
+export function partitionOfShard(kind: StreamKind, shard: number, layout: StreamLayout): number {
+  return Math.floor((shard * partitionsOf(kind, layout)) / layout.shardCount);
+}
+
+/** The shards partition `p` holds: [first, last]. */
+export function shardsOfPartition(kind: StreamKind, p: number, layout: StreamLayout): { first: number; last: number } {
+  const k = partitionsOf(kind, layout);
+  return { first: Math.ceil((p * layout.shardCount) / k), last: Math.ceil(((p + 1) * layout.shardCount) / k) - 1 };
+}
+
+/** Stream name of partition `p`: `EVENTS` when the kind is not split, `EVENTS_<p>` (p from 0) when it is. */
+export function partitionStreamName(kind: StreamKind, p: number, layout: StreamLayout): string {
+  return partitionsOf(kind, layout) === 1 ? STREAMS[kind] : `${STREAMS[kind]}_${p}`;
+}
+
+/** The stream that stores `<prefix>.<projectId>.<shard>`. */
+export function streamOfShard(kind: StreamKind, shard: number, layout: StreamLayout): string {
+  return partitionStreamName(kind, partitionOfShard(kind, shard, layout), layout);
+}
+
+/** Every stream of `kind`, by partition. */
+export function streamNamesOf(kind: StreamKind, layout: StreamLayout): string[] {
+  return Array.from({ length: partitionsOf(kind, layout) }, (_, p) => partitionStreamName(kind, p, layout));
+}
+
+/** Every stream of the layout: each kind's partitions, kind by kind. */
+export function allStreamNames(layout: StreamLayout): string[] {
+  return (Object.keys(STREAMS) as StreamKind[]).flatMap((kind) => streamNamesOf(kind, layout));
+}
+
+/** The configuration of partition `p` of `kind`. K = 1 gives exactly the single streams' configuration. */
+export function streamConfig(kind: StreamKind, limits: StreamLimits, layout: StreamLayout, p = 0): Partial<StreamConfig> & { name: string } {
+  const k = partitionsOf(kind, layout);
+  const prefix = SUBJECT_PREFIX[kind];
+  const { first, last } = shardsOfPartition(kind, p, layout);
+  return {
+    name: partitionStreamName(kind, p, layout),
+    subjects: k === 1 ? [`${prefix}.>`] : Array.from({ length: last - first + 1 }, (_, i) => `${prefix}.*.${first + i}`),
+    ...(k === 1 ? {} : { description: `${prefix} of shards ${first}-${last} (partition ${p} of ${k})` }),
     storage: StorageType.File,
     retention: RetentionPolicy.Limits,
     // When a limit is hit, refuse new messages (the publisher answers 503) rather than
@@ -120,10 +218,17 @@ function duplicateWindowMs(kind: StreamKind, limits: StreamLimits): number {
   return limits.duplicateWindowMs;
 }
 
-/** Creates or updates the four streams so their configuration matches `limits`. Idempotent. */
-export async function ensureStreams(jsm: JetStreamManager, limits: StreamLimits): Promise<void> {
-  for (const kind of Object.keys(STREAMS) as StreamKind[]) {
-    const config = streamConfig(kind, limits);
+/** Every stream's configuration in `layout`. */
+export function streamConfigs(limits: StreamLimits, layout: StreamLayout): Array<Partial<StreamConfig> & { name: string }> {
+  return (Object.keys(STREAMS) as StreamKind[]).flatMap((kind) => Array.from({ length: partitionsOf(kind, layout) }, (_, p) => streamConfig(kind, limits, layout, p)));
+}
+
+/**
+ * Creates or updates the streams of `layout` so their configuration matches `limits`. Idempotent.
+ * STREAM_MAX_BYTES bounds each stream, so each partition (not each kind).
+ */
+export async function ensureStreams(jsm: JetStreamManager, limits: StreamLimits, layout: StreamLayout): Promise<void> {
+  for (const config of streamConfigs(limits, layout)) {
     try {
       const info = await jsm.streams.info(config.name);
       const current = info.config;
@@ -145,165 +250,12 @@ export async function ensureStreams(jsm: JetStreamManager, limits: StreamLimits)
  * False when a stream is missing; undefined when the server did not answer (a transient
  * state that says nothing about the streams themselves).
  */
-export async function streamsPresent(jsm: JetStreamManager): Promise<boolean | undefined> {
+export async function streamsPresent(jsm: JetStreamManager, layout: StreamLayout): Promise<boolean | undefined> {
   try {
-    for (const name of Object.values(STREAMS)) await jsm.streams.info(name);
+    for (const name of allStreamNames(layout)) await jsm.streams.info(name);
     return true;
   } catch (err) {
     if (err instanceof JetStreamApiError && err.status === 404) return false;
     return undefined;
   }
-}
-
-/**
- * The stream limits every ingest node must agree on: any node applies its own to the streams at
- * start, so one started with a stray STREAM_MAX_AGE (or fewer replicas) would change them for the
- * whole cluster. Durations in milliseconds.
- */
-export interface ClusterStreamSettings {
-  replicas: number;
-  maxAgeMs: number;
-  maxBytes: number;
-  duplicateWindowMs: number;
-  historicalDuplicateWindowMs: number;
-  processedDuplicateWindowMs: number;
-}
-
-export interface ClusterSettings {
-  shardCount: number;
-  /** Recorded by the first ingest node (workers check only the shard count). */
-  streams?: ClusterStreamSettings;
-}
-
-/** The settings ensureClusterSettings checks: the shard count, and the stream limits when given. */
-export interface WantedClusterSettings {
-  shardCount: number;
-  streams?: ClusterStreamSettings;
-  /**
-   * Replace the recorded stream limits with these instead of refusing a difference: the way to
-   * change retention on purpose (STREAM_LIMITS_UPDATE on an ingest node).
-   */
-  replaceStreams?: boolean;
-}
-
-/** The stream limits of a node's configuration, as the cluster settings record them. */
-export function clusterStreamSettings(limits: StreamLimits): ClusterStreamSettings {
-  return {
-    replicas: limits.replicas,
-    maxAgeMs: limits.maxAgeMs,
-    maxBytes: limits.maxBytes,
-    duplicateWindowMs: limits.duplicateWindowMs,
-    historicalDuplicateWindowMs: limits.historicalDuplicateWindowMs ?? limits.duplicateWindowMs,
-    processedDuplicateWindowMs: limits.processedDuplicateWindowMs ?? limits.duplicateWindowMs,
-  };
-}
-
-/** The environment variable that sets each recorded stream limit on an ingest node. */
-const STREAM_SETTING_ENV: Readonly<Record<keyof ClusterStreamSettings, string>> = {
-  replicas: 'STREAM_REPLICAS',
-  maxAgeMs: 'STREAM_MAX_AGE',
-  maxBytes: 'STREAM_MAX_BYTES',
-  duplicateWindowMs: 'STREAM_DUPLICATE_WINDOW',
-  historicalDuplicateWindowMs: 'STREAM_HISTORICAL_DUPLICATE_WINDOW',
-  processedDuplicateWindowMs: 'STREAM_PROCESSED_DUPLICATE_WINDOW',
-};
-
-/** A recorded value as the setting is written: 7d, 2m, 1500ms; sizes and counts as numbers. */
-function showStreamSetting(key: keyof ClusterStreamSettings, value: number): string {
-  if (key === 'replicas' || key === 'maxBytes') return String(value);
-  const units: Array<[string, number]> = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1_000]];
-  const unit = units.find(([, ms]) => value > 0 && value % ms === 0);
-  return unit ? `${value / unit[1]}${unit[0]}` : `${value}ms`;
-}
-
-/** What differs between the recorded stream limits and a node's, as "VAR is x here, y in the cluster". */
-function streamDifferences(stored: ClusterStreamSettings, wanted: ClusterStreamSettings): string[] {
-  return (Object.keys(STREAM_SETTING_ENV) as Array<keyof ClusterStreamSettings>)
-    .filter((k) => stored[k] !== wanted[k])
-    .map((k) => `${STREAM_SETTING_ENV[k]} is ${showStreamSetting(k, wanted[k])} here but ${showStreamSetting(k, stored[k])} in the cluster`);
-}
-
-export class ClusterSettingsMismatch extends Error {
-  override name = 'ClusterSettingsMismatch';
-}
-
-/**
- * A write refused because the key or subject moved past the revision it named (KV create of an
- * existing key, update or delete of a stale revision). nats-server 2.11+ answers 10164 where the
- * server cannot tell the last sequence in a cluster.
- */
-export function isWrongLastSequence(err: unknown): boolean {
-  return (
-    err instanceof JetStreamApiError &&
-    (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
-  );
-}
-
-/** The settings could not be read or recorded (the server refused, or did not answer in time). */
-export class ClusterSettingsUnwritable extends Error {
-  override name = 'ClusterSettingsUnwritable';
-}
-
-/** Reads and creates of the settings before giving up (another process may create or delete the key meanwhile). */
-const CLUSTER_SETTINGS_ATTEMPTS = 3;
-
-/**
- * Records the cluster's shard count (and, from ingest nodes, the stream limits) the first time
- * and refuses to start a process that disagrees with it: an ingest node and a worker with
- * different counts would strand shards, and an ingest node with other stream limits would
- * impose them on every stream when it applied its own.
- */
-export async function ensureClusterSettings(
-  nc: NatsConnection,
-  wanted: WantedClusterSettings,
-  replicas: number,
-  logger: Logger,
-): Promise<ClusterSettings> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      // An unanswered create may have landed: the next try reads it.
-      return await retryUnanswered('cluster settings', () => readOrRecordSettings(nc, wanted, replicas), logger);
-    } catch (err) {
-      if (err instanceof ClusterSettingsMismatch) throw err;
-      // "The key exists" means another process created it first: read again. Any other refusal
-      // would fail the same way again.
-      if (!isWrongLastSequence(err) || attempt >= CLUSTER_SETTINGS_ATTEMPTS) {
-        throw new ClusterSettingsUnwritable(
-          `could not read or record the cluster settings in KV bucket ${CLUSTER_BUCKET} (key settings): ${err instanceof Error ? err.message : String(err)}`,
-          { cause: err },
-        );
-      }
-    }
-  }
-}
-
-async function readOrRecordSettings(nc: NatsConnection, wanted: WantedClusterSettings, replicas: number): Promise<ClusterSettings> {
-  const kv = await new Kvm(nc).create(CLUSTER_BUCKET, { history: 1, replicas });
-  const record: ClusterSettings = { shardCount: wanted.shardCount, ...(wanted.streams ? { streams: wanted.streams } : {}) };
-  const entry = await kv.get('settings');
-  if (entry?.operation !== 'PUT') {
-    await kv.create('settings', JSON.stringify(record));
-    return record;
-  }
-  const stored = entry.json<ClusterSettings>();
-  if (stored.shardCount !== wanted.shardCount) {
-    throw new ClusterSettingsMismatch(
-      `this cluster was created with ${stored.shardCount} shards but SHARD_COUNT is ${wanted.shardCount}; ` +
-        `set SHARD_COUNT=${stored.shardCount} (changing it requires draining every stream)`,
-    );
-  }
-  if (!wanted.streams) return stored;
-  const differences = stored.streams ? streamDifferences(stored.streams, wanted.streams) : [];
-  if (stored.streams && differences.length === 0) return stored;
-  if (stored.streams && !wanted.replaceStreams) {
-    throw new ClusterSettingsMismatch(
-      `this node's stream limits differ from the cluster's (KV bucket ${CLUSTER_BUCKET}, key settings): ${differences.join('; ')}. ` +
-        'Set the same values, or, to change the cluster on purpose, start one ingest node with the new values and STREAM_LIMITS_UPDATE=true, then the others with the new values',
-    );
-  }
-  // First ingest node of a cluster whose record predates stream limits (or a worker made it),
-  // or a deliberate change: record ours, unless someone else changed the record meanwhile.
-  const updated = { ...stored, streams: wanted.streams };
-  await kv.update('settings', JSON.stringify(updated), entry.revision);
-  return updated;
 }

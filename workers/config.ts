@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { configHelp, envBool, envBytes, envDuration, envInt, envRatio, envString, loadConfig, natsAuthSettings, secretKeySettings, setting, type ConfigOf } from '../lib/index.js';
+import { configHelp, configuredStreamLayout, envBool, envBytes, envDuration, envInt, envRatio, envString, loadConfig, natsAuthSettings, secretKeySettings, setting, streamPartitionsSettings, type ConfigOf } from '../lib/index.js';
 
 export const workerConfigDefinition = {
   natsUrl: setting('NATS_URL', envString('nats://127.0.0.1:4222'), 'NATS server URL(s), comma-separated'),
@@ -15,6 +15,7 @@ export const workerConfigDefinition = {
     'PostgreSQL URL for person, group, dedup and position state',
   ),
   shardCount: setting('SHARD_COUNT', envInt(16, 1), 'shards per stream; must match the cluster (checked in the spate-cluster KV bucket)'),
+  ...streamPartitionsSettings(),
   natsReplicas: setting('NATS_REPLICAS', envInt(1, 1), 'replicas of the KV buckets the worker creates (3 on a 3-node cluster)'),
   workerId: setting(
     'WORKER_ID',
@@ -99,7 +100,9 @@ export const workerConfigDefinition = {
 export type WorkerConfig = ConfigOf<typeof workerConfigDefinition>;
 
 export function loadWorkerConfig(env: Readonly<Record<string, string | undefined>> = process.env): WorkerConfig {
-  return loadConfig(workerConfigDefinition, env);
+  const config = loadConfig(workerConfigDefinition, env);
+  configuredStreamLayout(config);
+  return config;
 }
 
 export function workerHelp(): string {

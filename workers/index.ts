@@ -3,6 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import {
+  configuredStreamLayout,
   connectNats,
   createLogger,
   ensureClusterSettings,
@@ -61,6 +62,7 @@ export interface Worker {
 
 export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): Promise<Worker> {
   const workerId = config.workerId || defaultWorkerId();
+  const layout = configuredStreamLayout(config);
   const logger = (deps.logger ?? createLogger('worker')).child({ workerId });
   const registry = createWorkerRegistry();
   const coordinationMetrics = createCoordinationMetrics(registry);
@@ -89,10 +91,10 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
 
   try {
     stage = 'checking cluster settings';
-    await ensureClusterSettings(nc, { shardCount: config.shardCount }, config.natsReplicas, logger);
+    await ensureClusterSettings(nc, { shardCount: config.shardCount, streamPartitions: config.streamPartitions }, config.natsReplicas, logger);
     const jsm = await retryUnanswered('jetstream manager', () => jetstreamManager(nc), logger);
     stage = 'waiting for streams';
-    for (let attempt = 0; !(await streamsPresent(jsm)); attempt++) {
+    for (let attempt = 0; !(await streamsPresent(jsm, layout)); attempt++) {
       if (attempt % 20 === 0) logger.info('waiting for the JetStream streams (created by ingest or the launcher)');
       await sleep(500);
     }
@@ -125,6 +127,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         },
         personCacheSize: config.personCacheSize,
         dedupWindow: config.dedupWindow,
+        layout,
         warningRetention: config.warningRetention,
       },
       {

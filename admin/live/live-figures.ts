@@ -3,12 +3,11 @@
 // once per half refresh however many pages ask. Rates are counter deltas between two samples.
 // Everything here is a number: no names, keys, ids or addresses (those are in ./details.ts,
 // behind a personal API key).
-import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from '../../lib/index.js';
 import type { Queryable } from '../db/pool.js';
 import { activityCounts, type ActivityCounts } from '../store/pipeline-activity.js';
 import { scrapeProcesses, type ProcessMetrics, type ProcessRole } from './process-metrics.js';
-import { streamSizes, type StreamSize } from './stream-sizes.js';
+import { type StreamSizes, type StreamSize } from './stream-sizes.js';
 
 export interface ProcessFigures {
   /** "ingest 1", "worker 2": its place among the configured processes of its role. */
@@ -43,7 +42,7 @@ export interface Figures {
 
 export interface LiveSources {
   metricsUrls: readonly string[];
-  jsm: JetStreamManager;
+  streams: StreamSizes;
   db: Queryable;
   log: Logger;
   refreshMs: number;
@@ -89,10 +88,10 @@ export class LiveFigures {
   }
 
   private async sample(): Promise<Figures> {
-    const { metricsUrls, jsm, db, log } = this.sources;
+    const { metricsUrls, streams: streamSizes, db, log } = this.sources;
     const [processes, streams, activity] = await Promise.all([
       scrapeProcesses(metricsUrls),
-      streamSizes(jsm),
+      streamSizes.read(),
       activityCounts(db).catch((err: unknown) => {
         log.warn({ err }, 'live page: reading export runs and plugin errors failed');
         return null;

@@ -16,6 +16,7 @@ import {
   BATCH_EXPORTS_BUCKET,
   connectNats,
   ensurePipelineStreams,
+  DEFAULT_STREAM_LAYOUT,
   ensureStreams,
   generateSecretKey,
   NATS_USERS,
@@ -117,7 +118,7 @@ export async function runExportThroughput(o: { events: number; log: (m: string) 
     const s3Address = await s3.run();
     nc = await connectNats(nats.url, 'bench-exports', { user: NATS_USERS.operator, pass: auth.passwords.operator });
     const jsm = await jetstreamManager(nc);
-    await ensureStreams(jsm, { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 });
+    await ensureStreams(jsm, { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 }, DEFAULT_STREAM_LAYOUT);
     await ensurePipelineStreams(jsm, { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 120_000 });
     const kv = await new Kvm(nc).create(BATCH_EXPORTS_BUCKET, { history: 1 });
 

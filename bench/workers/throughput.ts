@@ -32,6 +32,7 @@ import {
   connectNats,
   generateSecretKey,
   NATS_USERS,
+  DEFAULT_STREAM_LAYOUT,
   ensureStreams,
   runtimeModule,
   shardOf,
@@ -243,7 +244,7 @@ export async function runWorkerThroughput(options: Partial<WorkerThroughputOptio
     await postgres.start();
     const databaseUrl = await postgres.createDatabase('spate');
     nc = await connectNats(nats.url, 'bench-workers', { user: NATS_USERS.operator, pass: auth.passwords.operator });
-    await ensureStreams(await jetstreamManager(nc), { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 });
+    await ensureStreams(await jetstreamManager(nc), { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 }, DEFAULT_STREAM_LAYOUT);
     const js = jetstream(nc);
 
     // The worker creates its schema; start it once without shards' work to migrate, then preload.

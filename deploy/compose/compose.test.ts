@@ -163,8 +163,9 @@ describe('docker compose cluster', () => {
       const replicas = REPLICA_SETTINGS[deployableOf(name).name];
       if (replicas) expect(env[replicas], `${name} ${replicas}`).toBe(String(natsServices.length));
     }
-    // Ingest and workers must agree on the shard count (each refuses to start otherwise).
+    // Ingest and workers must agree on the shard count and stream partitions (each refuses to start otherwise).
     expect(envOf(services.ingest!).SHARD_COUNT).toBe(envOf(services.workers!).SHARD_COUNT);
+    expect(envOf(services.ingest!).STREAM_PARTITIONS).toBe(envOf(services.workers!).STREAM_PARTITIONS);
   });
 
   it('compose - each Spate service connects to NATS as its role\'s user with the password the NATS nodes give that user', () => {

@@ -188,9 +188,10 @@ describe('kubernetes manifests', () => {
     expect(ingest.resources?.requests?.cpu).toBeDefined();
   });
 
-  it('k8s - every Spate process reaches the nats chart Service, runs at R3, and ingest and workers agree on the shard count', () => {
+  it('k8s - every Spate process reaches the nats chart Service, runs at R3, and ingest and workers agree on the shard count and stream partitions', () => {
     const natsUrl = `nats://nats:${natsValues.config.nats?.port ?? 4222}`;
     const shardCounts = new Set<string | undefined>();
+    const partitions = new Set<string | undefined>();
     for (const { workload, container } of mainContainers) {
       const d = deployableOf(container);
       const env = envOf(container);
@@ -198,8 +199,11 @@ describe('kubernetes manifests', () => {
       const replicas = REPLICA_SETTINGS[d.name];
       if (replicas) expect(env[replicas], `${workload.metadata.name} ${replicas}`).toBe(String(natsValues.config.cluster.replicas));
       if (d.name === 'ingest' || d.name === 'workers') shardCounts.add(env.SHARD_COUNT);
+      if (d.name === 'ingest' || d.name === 'workers') partitions.add(env.STREAM_PARTITIONS);
     }
     expect(shardCounts.size).toBe(1);
+    expect(partitions.size).toBe(1);
+    expect(partitions.has(undefined)).toBe(false);
   });
 
   it('k8s - every container has CPU and memory requests and a memory limit; ingest parse threads match its CPU', () => {

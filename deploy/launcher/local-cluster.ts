@@ -22,6 +22,8 @@ export interface LaunchOptions {
   natsNodes: 1 | 3;
   ingest: number;
   workers: number;
+  /** STREAM_PARTITIONS of the ingest nodes and workers (default: the environment's, else 1). */
+  streamPartitions?: number;
   env: NodeJS.ProcessEnv;
   /** How the children's output lines are shown (default: as they are, prefixed with the child's name). */
   formatLine?: LineFormatter;
@@ -102,7 +104,9 @@ async function launch(
   stopAll: () => Promise<void>,
   held: { close(): void }[],
 ): Promise<LocalCluster> {
-  const { dataDir, env } = options;
+  const { dataDir } = options;
+  // The ingest nodes and workers read STREAM_PARTITIONS from the environment they inherit.
+  const env = options.streamPartitions === undefined ? options.env : { ...options.env, STREAM_PARTITIONS: String(options.streamPartitions) };
   mkdirSync(dataDir, { recursive: true });
   if (!hasSetpriv()) log.warn('setpriv (util-linux) not found: nats-server and PostgreSQL would outlive a launcher killed with -9');
   const localSecrets = loadLocalSecrets(dataDir);

@@ -2,19 +2,26 @@
 // connection without credentials, and each role's user can do what that role does and nothing
 // that would let it read another's secrets or destroy data.
 import { connect as tcpConnect } from 'node:net';
-import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager, type MsgRequest } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BATCH_EXPORTS_BUCKET,
   connectNats,
   ensurePipelineStreams,
+  createLogger,
+  DEFAULT_STREAM_LAYOUT,
+  ensureClusterSettings,
   ensureStreams,
+  MAX_STREAM_PARTITIONS,
   NatsAuthError,
   PIPELINE_STREAMS,
   PLUGIN_CONFIGS_BUCKET,
   PLUGIN_SOURCES_BUCKET,
   PROJECTS_BUCKET,
+  readClusterSettings,
+  streamLayout,
+  streamNamesOf,
   type NatsConnection,
 } from '../../lib/index.js';
 import { startNats, startNatsCluster, type NatsHandle } from '../../test/kit/index.js';
@@ -53,7 +60,7 @@ beforeAll(async () => {
   nats = await startNats();
   operator = await nats.connect('auth-test-operator');
   jsm = await jetstreamManager(operator);
-  await ensureStreams(jsm, { replicas: 1, duplicateWindowMs: 60_000, maxAgeMs: 0, maxBytes: -1 });
+  await ensureStreams(jsm, { replicas: 1, duplicateWindowMs: 60_000, maxAgeMs: 0, maxBytes: -1 }, DEFAULT_STREAM_LAYOUT);
   await ensurePipelineStreams(jsm, { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 60_000 });
   const kvm = new Kvm(operator);
   await (await kvm.create(BATCH_EXPORTS_BUCKET, { history: 1 })).put('export-1', JSON.stringify({ destination: { type: 'S3', config: { aws_secret_access_key: 'not-for-ingest' } } }));
@@ -158,6 +165,40 @@ describe('nats authorization', () => {
     expect((await refusal(adminJsm.streams.purge(PIPELINE_STREAMS.pluginLogs.name))).message).toMatch(PERMISSION);
     expect((await refusal(adminJsm.streams.delete(`KV_${BATCH_EXPORTS_BUCKET}`))).message).toMatch(PERMISSION);
     expect((await (await new Kvm(nc).open(BATCH_EXPORTS_BUCKET)).get('export-1'))?.json()).toMatchObject({ destination: { type: 'S3' } });
+  });
+});
+
+describe('nats authorization, partitioned streams', () => {
+  it('nats auth - with STREAM_PARTITIONS at its maximum, each role does on EVENTS_<p> … what it does on the single streams, and no more', async () => {
+    await using server = await startNats();
+    const ingest = await server.connect('auth-partitions-ingest', 'ingest');
+    const worker = await server.connect('auth-partitions-worker', 'worker');
+    const admin = await server.connect('auth-partitions-admin', 'admin');
+    open.push(ingest, worker, admin);
+    const layout = streamLayout(64, MAX_STREAM_PARTITIONS);
+    const last = `EVENTS_${MAX_STREAM_PARTITIONS - 1}`;
+    // Ingest: records the settings, creates every stream, publishes.
+    await ensureClusterSettings(ingest, { shardCount: 64, streamPartitions: MAX_STREAM_PARTITIONS }, 1, createLogger('auth-test', 'silent'));
+    await ensureStreams(await jetstreamManager(ingest), { replicas: 1, duplicateWindowMs: 60_000, maxAgeMs: 0, maxBytes: -1 }, layout);
+    expect((await jetstream(ingest).publish('events.1.63', '{"uuid":"a"}\n')).stream).toBe(last);
+    expect((await jetstream(ingest).publish('historical.1.0', '{"uuid":"b"}\n')).stream).toBe('HISTORICAL_0');
+    expect((await refusal((await jetstreamManager(ingest)).streams.purge(last))).message).toMatch(PERMISSION);
+    // Worker: reads a shard in order, probes it, and cannot write or purge it.
+    const workerJsm = await jetstreamManager(worker);
+    const consumer = await jetstream(worker).consumers.get(last, { filter_subjects: 'events.*.63' });
+    expect((await consumer.next({ expires: 5_000 }))?.string()).toBe('{"uuid":"a"}\n');
+    await consumer.delete();
+    const probe = { seq: 1, next_by_subj: 'events.*.63' } as unknown as MsgRequest;
+    expect((await workerJsm.streams.getMessage(last, probe))?.seq).toBe(1);
+    expect((await workerJsm.streams.info('OVERFLOW_0')).config.subjects).toEqual(['overflow.*.0', 'overflow.*.1', 'overflow.*.2', 'overflow.*.3']);
+    expect((await refusal(workerJsm.streams.purge(last))).message).toMatch(PERMISSION);
+    expect((await refusal(jetstream(worker).publish('events.1.63', 'forged'))).message).toMatch(PERMISSION);
+    // Admin: learns the partitions, sizes every stream, reads no message.
+    const adminJsm = await jetstreamManager(admin);
+    expect(await readClusterSettings(admin)).toMatchObject({ streamPartitions: MAX_STREAM_PARTITIONS });
+    for (const name of streamNamesOf('historical', layout)) expect((await adminJsm.streams.info(name)).config.name).toBe(name);
+    expect((await refusal(adminJsm.streams.getMessage(last, { seq: 1 }))).message).toMatch(PERMISSION);
+    expect((await refusal(adminJsm.consumers.add(last, { durable_name: 'peek', ack_policy: AckPolicy.None }))).message).toMatch(PERMISSION);
   });
 });
 

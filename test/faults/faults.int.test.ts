@@ -1,5 +1,6 @@
 // Fault survival (issue 6): the whole cluster as `npm start -- --nats-nodes 3 --ingest 2
-// --workers 2` runs it, under a steady load of capture and batch requests, while parts die:
+// --workers 2 --stream-partitions 3` runs it (FAULT_STREAM_PARTITIONS=1 for single streams), under
+// a steady load of capture and batch requests, while parts die:
 //   1. kill -9 one ingest node of two;   2. kill -9 one worker of two;
 //   3. kill -9 one NATS node of three (the supervisor brings it back);   4. restart PostgreSQL.
 // After each, every event that got a 200 must appear exactly once in PROCESSED, and the system
@@ -12,7 +13,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connectNats, readClusterFile, STREAMS, type ClusterFile } from '../../lib/index.js';
+import { allStreamNames, connectNats, readClusterFile, streamLayout, type ClusterFile } from '../../lib/index.js';
 import { waitFor } from '../kit/index.js';
 import { newStats, runLoad, type LoadStats } from './load.js';
 import { ProcessedCounter } from './processed.js';
@@ -31,6 +32,8 @@ interface Outcome {
 }
 
 const LOAD_MS = Number(process.env.FAULT_LOAD_MS ?? 15_000);
+/** STREAM_PARTITIONS of the cluster: a 3-node cluster's capture streams split in three, a leader on each node. */
+const PARTITIONS = Number(process.env.FAULT_STREAM_PARTITIONS ?? 3);
 const FAULT_AFTER_MS = 4_000;
 
 const dataDir = mkdtempSync(join(tmpdir(), 'spate-faults-'));
@@ -142,7 +145,7 @@ function kill(role: Role, index = 0, signal: NodeJS.Signals = 'SIGKILL'): () => 
 
 describe('fault survival', () => {
   beforeAll(async () => {
-    launcher = spawn(process.execPath, ['--import', 'tsx', startScript, '--nats-nodes', '3', '--ingest', '2', '--workers', '2'], {
+    launcher = spawn(process.execPath, ['--import', 'tsx', startScript, '--nats-nodes', '3', '--ingest', '2', '--workers', '2', '--stream-partitions', String(PARTITIONS)], {
       env: { ...process.env, SPATE_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -178,7 +181,7 @@ describe('fault survival', () => {
     console.log(
       [
         '',
-        'fault survival (npm start -- --nats-nodes 3 --ingest 2 --workers 2; times from the fault):',
+        `fault survival (npm start -- --nats-nodes 3 --ingest 2 --workers 2 --stream-partitions ${PARTITIONS}; times from the fault):`,
         line(header),
         `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`,
         ...rows.map(line),
@@ -188,7 +191,7 @@ describe('fault survival', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('faults - the cluster runs with 3 NATS nodes (streams at R3), 2 ingest nodes and 2 workers', async () => {
+  it(`faults - the cluster runs with 3 NATS nodes (streams at R3, capture streams in ${PARTITIONS} partitions), 2 ingest nodes and 2 workers`, async () => {
     const roles = cluster.processes!.map((p) => p.role);
     expect(roles.filter((r) => r === 'nats')).toHaveLength(3);
     expect(roles.filter((r) => r === 'ingest')).toHaveLength(2);
@@ -196,7 +199,7 @@ describe('fault survival', () => {
     const nc = await connectNats(cluster.natsUrl, 'faults-check', { user: cluster.natsUser, pass: cluster.natsPassword });
     try {
       const jsm = await jetstreamManager(nc);
-      for (const name of Object.values(STREAMS)) {
+      for (const name of allStreamNames(streamLayout(SHARDS, PARTITIONS))) {
         const info = await jsm.streams.info(name);
         expect(info.config.num_replicas, name).toBe(3);
         expect(info.cluster?.replicas ?? [], name).toHaveLength(2); // the leader plus two followers

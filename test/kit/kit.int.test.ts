@@ -1,7 +1,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { ensureStreams, streamsPresent, STREAMS } from '../../lib/index.js';
+import { DEFAULT_STREAM_LAYOUT, ensureStreams, streamsPresent, STREAMS } from '../../lib/index.js';
 import { freshDatabase, startNats, startNatsCluster } from './index.js';
 
 const limits = { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 };
@@ -11,12 +11,12 @@ describe('test kit', () => {
     await using nats = await startNats();
     const nc = await nats.connect('kit-test');
     const jsm = await jetstreamManager(nc);
-    await ensureStreams(jsm, limits);
-    await ensureStreams(jsm, { ...limits, duplicateWindowMs: 60_000 });
-    expect(await streamsPresent(jsm)).toBe(true);
+    await ensureStreams(jsm, limits, DEFAULT_STREAM_LAYOUT);
+    await ensureStreams(jsm, { ...limits, duplicateWindowMs: 60_000 }, DEFAULT_STREAM_LAYOUT);
+    expect(await streamsPresent(jsm, DEFAULT_STREAM_LAYOUT)).toBe(true);
     const info = await jsm.streams.info(STREAMS.events);
     expect(info.config.duplicate_window).toBe(60_000 * 1_000_000);
-    await ensureStreams(jsm, { ...limits, processedDuplicateWindowMs: 3_600_000 });
+    await ensureStreams(jsm, { ...limits, processedDuplicateWindowMs: 3_600_000 }, DEFAULT_STREAM_LAYOUT);
     expect((await jsm.streams.info(STREAMS.processed)).config.duplicate_window).toBe(3_600_000 * 1_000_000);
     expect((await jsm.streams.info(STREAMS.events)).config.duplicate_window).toBe(120_000 * 1_000_000);
     expect(nc.info?.max_payload).toBe(8 * 1024 * 1024);
@@ -26,7 +26,7 @@ describe('test kit', () => {
   it('kit - keeps stream data across a kill -9 and restart', async () => {
     await using nats = await startNats();
     let nc = await nats.connect('kit-test');
-    await ensureStreams(await jetstreamManager(nc), limits);
+    await ensureStreams(await jetstreamManager(nc), limits, DEFAULT_STREAM_LAYOUT);
     const { jetstream } = await import('@nats-io/jetstream');
     await jetstream(nc).publish('events.1.0', 'hello');
     await nc.close();
@@ -42,7 +42,7 @@ describe('test kit', () => {
     await using cluster = await startNatsCluster(3);
     const nc = await cluster.connect('kit-test');
     const jsm = await jetstreamManager(nc);
-    await ensureStreams(jsm, { ...limits, replicas: 3 });
+    await ensureStreams(jsm, { ...limits, replicas: 3 }, DEFAULT_STREAM_LAYOUT);
     const info = await jsm.streams.info(STREAMS.events);
     expect(info.config.num_replicas).toBe(3);
     expect(info.cluster?.replicas?.length).toBe(2);

@@ -6,6 +6,7 @@ import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jets
 import { headers } from '@nats-io/transport-node';
 import {
   createLogger,
+  DEFAULT_STREAM_LAYOUT,
   ensureStreams,
   parseNdjson,
   runtimeModule,
@@ -27,7 +28,7 @@ export const STREAM_LIMITS = { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs
 /** An operator connection to the test nats-server at `url`, with the event streams created. */
 export async function connectAndCreateStreams(url: string): Promise<{ nc: NatsConnection; js: JetStreamClient }> {
   const nc = await testNats(url).connect('workers-test');
-  await ensureStreams(await jetstreamManager(nc), STREAM_LIMITS);
+  await ensureStreams(await jetstreamManager(nc), STREAM_LIMITS, DEFAULT_STREAM_LAYOUT);
   return { nc, js: jetstream(nc) };
 }
 

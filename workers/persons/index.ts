@@ -2,7 +2,7 @@
 // alias and group processing, PROCESSED written exactly once in effect (docs/workers.md).
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import pLimit from 'p-limit';
-import type { Logger, Registry, StreamKind } from '../../lib/index.js';
+import type { Logger, Registry, StreamKind, StreamLayout } from '../../lib/index.js';
 import { createPool, errorText, type EventHooks, type ShardLease, type ShardRunner } from '../coordination/index.js';
 import { DedupGenerations, type DedupUpkeep } from './dedup.js';
 import { GroupTypeRegistry } from './group-types.js';
@@ -30,6 +30,8 @@ export interface PersonsOptions {
   personCacheSize: number;
   dedupWindow: number;
   warningRetention: number;
+  /** Which stream holds each shard (STREAM_PARTITIONS). */
+  layout: StreamLayout;
 }
 
 export interface PersonsDeps {
@@ -102,6 +104,7 @@ export async function startPersons(options: PersonsOptions, deps: PersonsDeps): 
     logger,
     workerId: options.workerId,
     limits: options.limits,
+    layout: options.layout,
     batchSlots,
     hooks: deps.hooks,
     maxPayload: deps.maxPayload,

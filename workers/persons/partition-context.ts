@@ -2,7 +2,7 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { LimitFunction } from 'p-limit';
 import type pg from 'pg';
-import type { Logger } from '../../lib/index.js';
+import type { Logger, StreamLayout } from '../../lib/index.js';
 import type { EventHooks } from '../coordination/index.js';
 import type { DedupGenerations } from './dedup.js';
 import type { GroupTypeRegistry } from './group-types.js';
@@ -37,6 +37,8 @@ export interface PartitionContext {
   logger: Logger;
   workerId: string;
   limits: BatchLimits;
+  /** Which stream holds each shard (STREAM_PARTITIONS). */
+  layout: StreamLayout;
   /**
    * Turns for batches, shared by all of a worker's partitions (WORKER_BATCH_CONCURRENCY): only
    * batches with a turn are taken from their shard's buffer and parsed, so few batches' events are

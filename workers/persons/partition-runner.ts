@@ -3,7 +3,7 @@
 // (batch-planner.ts, batch-transaction.ts) until stopped or the lease is lost. Any failure
 // starts the partition again from the committed position.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { shardFilter, STREAMS, type Logger, type StreamKind } from '../../lib/index.js';
+import { shardFilter, streamOfShard, type Logger, type StreamKind } from '../../lib/index.js';
 import {
   errorText,
   isConflictDbError,
@@ -44,7 +44,7 @@ export class PartitionRunner implements PartitionState {
     readonly leaseValid: () => boolean,
     private readonly onLost: (reason: string) => void,
   ) {
-    this.streamName = STREAMS[kind];
+    this.streamName = streamOfShard(kind, shard, ctx.layout);
     this.log = ctx.logger.child({ stream: this.streamName, shard });
     this.planner = new BatchPlanner(ctx.limits);
     this.probe = new StallProbe(ctx.jsm, this.streamName, shardFilter(kind, shard), ctx.maxPayload, this.log);
