@@ -23,6 +23,8 @@ export interface PacedOptions {
   warmupS?: number;
   /** Stops sending; requests in flight are still awaited. */
   signal?: AbortSignal;
+  /** Called as the first measured request is sent (after the warm-up). */
+  onMeasuring?: () => void;
 }
 
 export interface PacedResult {
@@ -30,6 +32,8 @@ export interface PacedResult {
   sent: number;
   /** Of those, answered 2xx (only these are in the latency percentiles). */
   ok: number;
+  /** Answered 2xx, the warm-up's requests included. */
+  okWithWarmup: number;
   /** Answered 503 `overloaded`: the server refusing work it has no room for, by design (isBusy). */
   busy: number;
   /** Anything else: other statuses, connection errors. */
@@ -72,6 +76,7 @@ export async function runPaced(o: PacedOptions): Promise<PacedResult> {
   const total = warmupCount + Math.max(1, Math.round(o.durationS * o.ratePerSec));
   let sent = 0;
   let ok = 0;
+  let okWithWarmup = 0;
   let busy = 0;
   let errors = 0;
   const inflight = new Set<Promise<void>>();
@@ -85,6 +90,7 @@ export async function runPaced(o: PacedOptions): Promise<PacedResult> {
       .request({ method: 'POST', path: o.path, body, headers: { 'content-type': 'application/json' } })
       .then(async (res) => {
         const text = res.statusCode === 503 ? await res.body.text() : (await res.body.dump(), '');
+        if (res.statusCode >= 200 && res.statusCode < 300) okWithWarmup++;
         if (!measured) return;
         if (res.statusCode >= 200 && res.statusCode < 300) {
           ok++;
@@ -106,6 +112,7 @@ export async function runPaced(o: PacedOptions): Promise<PacedResult> {
     // Everything due by now goes out now (request `next` is due at start + next × interval).
     const now = performance.now();
     while (next < total && start + next * intervalMs <= now) {
+      if (next === warmupCount) o.onMeasuring?.();
       fire(start + next * intervalMs, next >= warmupCount);
       next++;
     }
@@ -120,6 +127,7 @@ export async function runPaced(o: PacedOptions): Promise<PacedResult> {
   return {
     sent,
     ok,
+    okWithWarmup,
     busy,
     errors,
     achievedPerSec: ok / seconds,

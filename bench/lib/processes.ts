@@ -146,3 +146,18 @@ process.once('exit', () => {
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => process.exit(130));
 }
+
+/** CPU seconds used so far by each role's processes (PostgreSQL with its backends and the ones it reaped). */
+export function roleCpuSeconds(processes: readonly { role: string; pid: number }[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const { role, pid } of processes) {
+    const seconds = role === 'postgres' ? postgresCpuSeconds(pid) : cpuSeconds(pid);
+    out[role] = (out[role] ?? 0) + seconds;
+  }
+  return out;
+}
+
+/** PostgreSQL's CPU: the postmaster, its live backends, and those it has reaped (ended connections, autovacuum workers). */
+export function postgresCpuSeconds(pid: number | undefined): number {
+  return cpuSeconds(...withChildren(pid)) + reapedChildrenCpuSeconds(pid);
+}

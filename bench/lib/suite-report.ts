@@ -3,7 +3,7 @@
 // its section and in the stages table; the other sections are unaffected.
 import { join } from 'node:path';
 import { captureScenarios, type CaptureResults, type CaptureScenario } from '../scenarios/capture.js';
-import type { LagPoint } from '../scenarios/e2e-lag.js';
+import type { CpuPerEvent, PipelineResult } from '../scenarios/e2e-pipeline.js';
 import type { ImportMeasurement } from '../scenarios/historical-import.js';
 import type { RatePoint } from '../scenarios/latency-vs-rate.js';
 import { exportThroughputTable, type ExportThroughputResult } from '../exports/throughput.js';
@@ -36,7 +36,9 @@ export interface SuiteState {
   exports?: ExportThroughputResult;
   /** Events the e2e stage sent and had processed before measuring. */
   lagWarmUpEvents: number;
-  lag?: LagPoint[];
+  /** Workers of the e2e stage's cluster. */
+  e2eWorkers: number;
+  e2e?: PipelineResult;
   /** Errors no stage caught (work left over from a stage stopped at its time limit, say). */
   uncaught: string[];
 }
@@ -156,29 +158,7 @@ export function suiteTables(state: SuiteState): Table[] {
     rows: latencyRows,
   };
 
-  const lag = state.lag;
-  const lagTable: Table = {
-    title: 'End-to-end lag, capture → PROCESSED (workers)',
-    note: note(
-      stageNote(state, 'e2e lag', false),
-      lag
-        ? `${state.lagWarmUpEvents > 0 ? `After a warm-up of ${state.lagWarmUpEvents.toLocaleString('en-US')} events, sent as fast as capture takes them and processed (not counted: fresh workers are slow for their first ~200k events each). ` : ''}First row: capture as fast as it goes (the pipeline maximum); then constant offered rates at fractions of it. Lag = time the processed line was read − time the request was sent.`
-        : '',
-    ),
-    columns: ['offered', 'events/s offered', 'sent', 'processed', 'processed/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms'],
-    rows: (lag ?? []).map((p) => [
-      p.fraction === 1 && !Number.isFinite(p.offeredEventsPerSec) ? 'maximum' : `${Math.round(p.fraction * 100)}%`,
-      p.offeredEventsPerSec,
-      p.sentEvents,
-      p.processedEvents,
-      p.processedPerSec,
-      p.p50,
-      p.p90,
-      p.p99,
-      p.max,
-    ]),
-  };
-
+  const e2eTables = pipelineTables(state);
   const workersTable: Table = state.workers
     ? workerThroughputTable(state.workers)
     : { title: 'Worker throughput: one worker process with PostgreSQL (bench/workers)', note: stageNote(state, 'worker throughput', false).trim(), columns: [], rows: [] };
@@ -197,12 +177,15 @@ export function suiteTables(state: SuiteState): Table[] {
 
   const cpuTable = captureCpuTable(state);
 
-  const target = (label: string, value: number, goal: number, unit: string) => [
+  /** A target that `value` must reach (≥), or with `atMost` not exceed (≤). */
+  const target = (label: string, value: number, goal: number, unit: string, atMost = false) => [
     label,
-    `≥ ${goal.toLocaleString('en-US')}${unit}`,
+    `${atMost ? '≤' : '≥'} ${goal.toLocaleString('en-US')}${unit}`,
     Number.isFinite(value) ? `${value >= 100 ? Math.round(value).toLocaleString('en-US') : value >= 10 ? value.toFixed(1) : value.toPrecision(2)}${unit}` : value === Infinity ? '∞ (baseline finished nothing)' : '–',
-    Number.isFinite(value) ? (value >= goal ? 'met' : 'not met') : value === Infinity ? 'no ratio: give the baseline more time' : 'not measured',
+    Number.isFinite(value) ? ((atMost ? value <= goal : value >= goal) ? 'met' : 'not met') : value === Infinity ? 'no ratio: give the baseline more time' : 'not measured',
   ];
+  const e2e = state.e2e;
+  const half = e2e?.paced.find((p) => p.fraction === 0.5);
   const speedup = (name: string) => med(capture.spate.get(name), (x) => x.eventsPerSec) / med(capture.baseline.get(name), (x) => x.eventsPerSec);
   const ofHttpCeiling = (name: string) => med(capture.spate.get(name), (x) => x.reqPerSec) / med(capture.http.get(name), (x) => x.reqPerSec);
   const ofBrokerCeiling = (name: string) => med(capture.spate.get(name), (x) => x.eventsPerSec) / brokerEvents;
@@ -215,13 +198,67 @@ export function suiteTables(state: SuiteState): Table[] {
       target('historical import into HISTORICAL', importEventsPerSec, 100_000, ' events/s'),
       target('/capture/ single: Spate ÷ trivial uWS, same load (req/s)', ofHttpCeiling('capture single'), 0.6, '×'),
       target('/batch/ of 1,000: Spate ÷ raw JetStream publish (events/s)', ofBrokerCeiling('batch 1000'), 0.4, '×'),
+      target('end to end: PROCESSED with workers running ÷ capture with workers paused', e2e?.ratio ?? Number.NaN, 0.75, '×'),
+      target('end to end: capture → PROCESSED lag p99 at half the capture-alone rate', half?.p99 ?? Number.NaN, 1000, ' ms', true),
+      target('whole pipeline CPU per event (ingest + NATS + worker + PostgreSQL), at half rate', half?.cpu.pipeline ?? Number.NaN, 20, ' µs', true),
+      target('a fresh worker at steady speed within 20k events: its CPU per event over events 20k–30k ÷ its last 30k of the warm-up', e2e ? freshWorkerRatio(e2e) : Number.NaN, 1.2, '×', true),
       target('batch export PROCESSED → S3 JSONLines gzip', exportRate('S3'), 100_000, ' events/s'),
       target('batch export PROCESSED → PostgreSQL COPY', exportRate('PostgreSQL'), 50_000, ' events/s'),
     ],
   };
   if (state.quick) targets.note = '--quick: a smoke test of every stage, not figures (1 s runs on a shared machine).';
 
-  return [stages, targets, captureTable, cpuTable, importTable, latencyTable, lagTable, workersTable, exportsTable, ceilings];
+  return [stages, targets, captureTable, cpuTable, importTable, latencyTable, ...e2eTables, workersTable, exportsTable, ceilings];
+}
+
+/** A fresh worker's CPU per event over its events 20k–30k ÷ over the last 30k of the warm-up. */
+export function freshWorkerRatio(e2e: PipelineResult): number {
+  const buckets = e2e.warmUp.workerUsPer10k;
+  if (buckets.length < 6) return Number.NaN;
+  return buckets[2]! / median(buckets.slice(-3));
+}
+
+const CPU_ROLES = ['ingest', 'nats', 'worker', 'postgres', 'pipeline', 'admin', 'load'] as const;
+
+/** The e2e stage's tables: rates and lag, CPU per event by process, a fresh worker's first events. */
+function pipelineTables(state: SuiteState): Table[] {
+  const e2e = state.e2e;
+  const cluster = `a local cluster as \`npm start\` runs it (one nats-server, one ingest node, ${state.e2eWorkers} worker${state.e2eWorkers === 1 ? '' : 's'}, the admin server, PostgreSQL; all on this machine's cores with the load generator)`;
+  const rates: Table = {
+    title: 'End to end, capture → PROCESSED (issue 17)',
+    note: note(
+      stageNote(state, 'e2e lag', false),
+      e2e
+        ? `On ${cluster}; /batch/ of ${e2e.perRequest.toLocaleString('en-US')} events of the realistic mix (80% custom events of 20,000 persons, 10% $identify, 5% $create_alias, 5% $groupidentify), 16 connections, after a warm-up of ${e2e.warmUp.events.toLocaleString('en-US')} events. "capture alone": the workers paused (SIGSTOP), capture as fast as it goes; "running": the same with the workers running, and how fast events came out of PROCESSED meanwhile; then constant offered rates at fractions of capture alone. Lag = when the processed line was read − when its request was made.`
+        : '',
+    ),
+    columns: ['phase', 'offered events/s', 'captured events/s', 'processed events/s', '÷ capture alone', 'capture p99 ms', 'lag p50 ms', 'lag p90 ms', 'lag p99 ms', 'lag max ms'],
+    rows: e2e
+      ? [
+          ['capture alone (workers paused)', 'as fast as it goes', e2e.captureAlone.capturedPerSec, '–', '–', e2e.captureAlone.captureP99Ms, '–', '–', '–', '–'],
+          ['capture and workers running', 'as fast as it goes', e2e.running.capturedPerSec, e2e.running.processedPerSec, `${e2e.ratio.toFixed(2)}×`, e2e.running.captureP99Ms, '–', '–', '–', '–'],
+          ...e2e.paced.map((p) => [`${Math.round(p.fraction * 100)}% of capture alone`, p.offeredEventsPerSec, p.sentEvents / state.durationS, p.processedPerSec, '–', '–', p.p50, p.p90, p.p99, p.max]),
+        ]
+      : [],
+  };
+  const cpuRow = (phase: string, c: CpuPerEvent) => [phase, ...CPU_ROLES.map((r) => c[r] ?? Number.NaN)];
+  const cpu: Table = {
+    title: 'Where the CPU goes end to end: µs per event by process (/proc, same run)',
+    note: e2e
+      ? 'User + system CPU of each process over the phase ÷ events: captured (capture alone, and the constant rates, where the pipeline keeps pace so every event captured is processed) or processed (running). "pipeline" = ingest + nats + worker + postgres; "load" is the bench process (load generator and the PROCESSED reader).'
+      : stageNote(state, 'e2e lag', false).trim(),
+    columns: ['phase', ...CPU_ROLES],
+    rows: e2e
+      ? [cpuRow('capture alone (per event captured)', e2e.captureAlone.cpu), cpuRow('running (per event processed)', e2e.running.cpu), ...e2e.paced.map((p) => cpuRow(`${Math.round(p.fraction * 100)}% of capture alone`, p.cpu))]
+      : [],
+  };
+  const fresh: Table = {
+    title: 'A fresh worker: CPU µs per event over each 10k events of its life (warm-up, /proc)',
+    note: e2e ? 'The cluster\'s worker from its start, during the warm-up (capture as fast as it goes, then the backlog drained).' : '',
+    columns: ['events', 'worker µs/event'],
+    rows: (e2e?.warmUp.workerUsPer10k ?? []).map((us, i) => [`${i * 10}k–${(i + 1) * 10}k`, us]),
+  };
+  return [rates, cpu, fresh];
 }
 
 /**
@@ -286,7 +323,7 @@ export function suiteData(state: SuiteState): unknown {
     capture: { spate: state.capture.spate, baseline: state.capture.baseline, http: state.capture.http, broker: state.capture.broker, brokerScenarios },
     imports: state.imports,
     latency: state.latency,
-    lag: state.lag ?? null,
+    e2e: state.e2e ?? null,
     workers: state.workers ?? null,
     exports: state.exports ?? null,
   };
@@ -315,7 +352,9 @@ export interface SuiteChartData {
   };
   imports: Record<string, Figures[]>;
   latency: Record<string, Percentiles[]>;
-  lag: Percentiles[] | null;
+  /** Reports before 2026-11-28 (the e2e lag stage at fractions of the pipeline's maximum). */
+  lag?: Percentiles[] | null;
+  e2e?: { paced: Percentiles[] } | null;
 }
 
 const eventsPerSec = (list: readonly Figures[] | undefined) => median((list ?? []).map((x) => x.eventsPerSec ?? Number.NaN));
@@ -352,8 +391,8 @@ export async function suiteCharts(data: SuiteChartData, outDir: string, name: st
     await latencyChart(join(outDir, `${name}-latency.svg`), `Capture latency vs offered rate (${name})`, latencyPoints);
     charts.push(`![Capture latency vs offered rate](${name}-latency.svg)`);
   }
-  // The first lag point is the pipeline's maximum, not a share of it.
-  const lagPoints = (data.lag ?? []).filter((p) => p.fraction < 1).flatMap((p) => percentiles(p, (q) => `lag ${q}`));
+  // Older reports: the first lag point is the pipeline's maximum, not a share of it.
+  const lagPoints = (data.e2e?.paced ?? data.lag ?? []).filter((p) => p.fraction < 1).flatMap((p) => percentiles(p, (q) => `lag ${q}`));
   if (lagPoints.some((p) => Number.isFinite(p.ms))) {
     await latencyChart(join(outDir, `${name}-e2e-lag.svg`), `End-to-end lag vs offered rate (${name})`, lagPoints);
     charts.push(`![End-to-end lag vs offered rate](${name}-e2e-lag.svg)`);

@@ -1,35 +1,62 @@
-// End to end needs the whole system: the local cluster launcher (deploy/, `npm start`) with
-// workers, in a private data dir. The launcher gains its `workers` option with the workers
-// themselves; until a launch reports worker processes this refuses to measure.
-import { startLocalCluster, type LaunchOptions } from '../../deploy/launcher/local-cluster.js';
-import { connectNats } from '../../lib/index.js';
-import { measureEndToEndLag, type LagPoint } from './e2e-lag.js';
+// End to end needs the whole system: a local cluster (the launcher of `npm start`, deploy/) in a
+// private data dir, by default as `npm start` runs it (one nats-server, one ingest node, one
+// worker, the admin server, PostgreSQL). The launcher may come from another checkout's build
+// (bench/compare-pipeline.ts measures two builds side by side).
+import { pathToFileURL } from 'node:url';
+import { join } from 'node:path';
+import type { LaunchOptions, LocalCluster } from '../../deploy/launcher/local-cluster.js';
+import { connectNats, type NatsConnection } from '../../lib/index.js';
+import { measurePipeline, type PipelineOptions, type PipelineResult, type PipelineTarget } from './e2e-pipeline.js';
 
-export async function runEndToEnd(o: { dataDir: string; durationS: number; fractions: readonly number[]; workers?: number; warmUpEvents?: number; log: (m: string) => void; signal?: AbortSignal }): Promise<LagPoint[]> {
-  const options: LaunchOptions & { workers?: number } = {
-    dataDir: o.dataDir,
-    natsNodes: 1,
-    ingest: 1,
-    workers: o.workers ?? 2,
-    env: { ...process.env, LOG_LEVEL: 'warn' },
-  };
-  o.log(`e2e lag: starting a local cluster with ${options.workers} workers`);
-  const local = await startLocalCluster(options, { info: (m) => o.log(`cluster: ${m}`), warn: (m) => o.log(`cluster: ${m}`) });
+export interface ClusterUnderTest {
+  target: PipelineTarget;
+  stop(): Promise<void>;
+}
+
+/** Starts a local cluster from `checkout`'s build (default: this one) and connects to it. */
+export async function startClusterUnderTest(o: { dataDir: string; workers?: number; ingest?: number; checkout?: string; env?: NodeJS.ProcessEnv; log: (m: string) => void }): Promise<ClusterUnderTest> {
+  const launcher = (o.checkout
+    ? await import(pathToFileURL(join(o.checkout, 'dist/deploy/launcher/local-cluster.js')).href)
+    : await import('../../deploy/launcher/local-cluster.js')) as { startLocalCluster: (options: LaunchOptions, log: { info(m: string): void; warn(m: string): void }) => Promise<LocalCluster> };
+  const options: LaunchOptions = { dataDir: o.dataDir, natsNodes: 1, ingest: o.ingest ?? 1, workers: o.workers ?? 1, env: { ...process.env, LOG_LEVEL: 'warn', ...o.env } };
+  o.log(`e2e: starting a local cluster (${options.ingest} ingest, ${options.workers} worker${options.workers === 1 ? '' : 's'})${o.checkout ? ` from ${o.checkout}` : ''}`);
+  const local = await launcher.startLocalCluster(options, { info: (m) => o.log(`cluster: ${m}`), warn: (m) => o.log(`cluster: ${m}`) });
+  let nc: NatsConnection | undefined;
+  try {
+    const c = local.cluster;
+    const processes = (c.processes ?? []).map((p) => ({ role: p.role, pid: p.pid }));
+    const workers = processes.filter((p) => p.role === 'worker').map((p) => p.pid);
+    if (workers.length === 0) throw new Error('the launcher started no worker processes; the pipeline cannot be measured');
+    nc = await connectNats(c.natsUrl, 'bench-e2e', { user: c.natsUser, pass: c.natsPassword });
+    const signal = (name: NodeJS.Signals) => () => {
+      for (const pid of workers) process.kill(pid, name);
+    };
+    const connection = nc;
+    return {
+      target: { captureUrl: c.captureUrl, nc, key: c.projectApiKey, projectId: c.projectId, processes, pauseWorkers: signal('SIGSTOP'), resumeWorkers: signal('SIGCONT') },
+      async stop() {
+        signal('SIGCONT')();
+        await connection.close().catch(() => undefined);
+        await local.stop();
+      },
+    };
+  } catch (err) {
+    await nc?.close().catch(() => undefined);
+    await local.stop();
+    throw err;
+  }
+}
+
+export async function runEndToEnd(o: { dataDir: string; workers?: number; signal?: AbortSignal } & Omit<PipelineOptions, 'signal'>): Promise<PipelineResult> {
+  const cluster = await startClusterUnderTest(o);
   // The suite's stage time limit: stopping the cluster ends the measurement (it then fails).
-  const stopOnAbort = () => void local.stop();
+  const stopOnAbort = () => void cluster.stop();
   o.signal?.addEventListener('abort', stopOnAbort, { once: true });
   try {
     o.signal?.throwIfAborted();
-    const c = local.cluster;
-    if (!c.processes?.some((p) => p.role === 'worker')) throw new Error('the launcher started no worker processes; end-to-end lag cannot be measured');
-    const nc = await connectNats(c.natsUrl, 'bench-e2e', { user: c.natsUser, pass: c.natsPassword });
-    try {
-      return await measureEndToEndLag({ captureUrl: c.captureUrl, nc, key: c.projectApiKey, projectId: c.projectId, durationS: o.durationS, fractions: o.fractions, warmUpEvents: o.warmUpEvents, log: o.log });
-    } finally {
-      await nc.close();
-    }
+    return await measurePipeline(cluster.target, o);
   } finally {
     o.signal?.removeEventListener('abort', stopOnAbort);
-    await local.stop();
+    await cluster.stop();
   }
 }

@@ -43,7 +43,7 @@ import {
 } from '../../lib/index.js';
 import { personUuidFor } from '../../workers/index.js';
 import { drainFigures, drainWindow, type DrainFigures, type DrainSample, type DrainWindow } from '../lib/drain-window.js';
-import { cpuSeconds, machineCpuSeconds, reapedChildrenCpuSeconds, withChildren } from '../lib/processes.js';
+import { cpuSeconds, machineCpuSeconds, postgresCpuSeconds } from '../lib/processes.js';
 import type { Table } from '../lib/report.js';
 import { MixGenerator, PROJECT } from '../lib/worker-mix.js';
 
@@ -117,11 +117,6 @@ function steadyWindow(samples: readonly DrainSample[], total: number): DrainWind
   if (samples[0]!.processed > 0.3 * total) return undefined;
   const w = drainWindow(samples, total, 0.3, 0.9);
   return w.seconds >= STEADY_MIN_SECONDS ? w : undefined;
-}
-
-/** PostgreSQL's CPU: the postmaster, its live backends, and those it has reaped (ended connections, autovacuum workers). */
-function postgresCpuSeconds(pid: number | undefined): number {
-  return cpuSeconds(...withChildren(pid)) + reapedChildrenCpuSeconds(pid);
 }
 
 /** Events of the backlog whose messages are at or below their shard's committed position. */
