@@ -121,6 +121,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         limits: {
           maxEvents: config.batchMaxEvents,
           maxBytes: config.batchMaxBytes,
+          lingerMs: config.batchLinger,
           fetchMaxBytes: config.fetchMaxBytes,
           publishPartBytes: config.publishPartBytes,
           maxPropertiesBytes: config.maxPropertiesBytes,

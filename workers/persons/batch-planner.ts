@@ -29,6 +29,8 @@ export interface Batch {
 export interface BatchSize {
   maxEvents: number;
   maxBytes: number;
+  /** How long a batch that does not fill the limits waits for more after its first message arrived (ms). */
+  lingerMs: number;
 }
 
 export class BatchPlanner {
@@ -58,18 +60,31 @@ export class BatchPlanner {
 
   /**
    * Waits until a batch can be taken (false: nothing yet). A planned batch waits until the feed
-   * reaches its end, or shows nothing more exists up to it.
+   * reaches its end, or shows nothing more exists up to it. An unplanned one that would not fill
+   * the limits lingers: most of a batch's cost (its statements, its commit, its messages) does
+   * not grow with its events, so at moderate rates a shard's batch waits up to `lingerMs` after
+   * its first message for more. Under load the limits fill at once, or the commit before planned
+   * the batch (a backlog): neither waits.
    */
   async ready(feed: MessageFeed, stopping: () => boolean): Promise<boolean> {
     await feed.waitForMessages(1_000);
     const last = feed.peekLast();
     if (stopping() || !last) return false;
     const pendingEnd = this.planned;
-    if (pendingEnd !== undefined && pendingEnd > this.position && last.seq < pendingEnd && last.info.pending > 0) {
+    const hasPlan = pendingEnd !== undefined && pendingEnd > this.position;
+    if (hasPlan && last.seq < pendingEnd && last.info.pending > 0) {
       // The planned batch may be bigger than the buffer (limits lowered since it was planned).
       feed.fillThrough(pendingEnd);
       await sleep(20);
       return false;
+    }
+    if (!hasPlan && this.size.lingerMs > 0) {
+      // firstBufferedAt is 0 for messages left from the last take: they have waited already.
+      for (let left = feed.firstBufferedAt + this.size.lingerMs - performance.now(); left > 0 && !feed.fills(this.size) && feed.receiving; ) {
+        await feed.waitForMore(left);
+        if (stopping()) return false;
+        left = feed.firstBufferedAt + this.size.lingerMs - performance.now();
+      }
     }
     return true;
   }

@@ -59,6 +59,8 @@ export class MessageFeed {
   /** Stream sequence of the last message received, and when (performance.now()). */
   lastSeq: number;
   lastReceivedAt = performance.now();
+  /** When the oldest message in the buffer arrived (performance.now()). */
+  firstBufferedAt = 0;
   /** Messages after the last received one, as the server counted when it sent it. */
   private pendingAfterLast = 0;
   /** The pump reads on past bufferMaxBytes until this sequence has arrived (a planned batch). */
@@ -167,6 +169,7 @@ export class MessageFeed {
         this.lastSeq = m.seq;
         this.lastReceivedAt = performance.now();
         this.pendingAfterLast = m.info.pending;
+        if (this.buffer.length === 0) this.firstBufferedAt = this.lastReceivedAt;
         this.buffer.push(m);
         this.bufferedBytes += m.data.length;
         this.wake();
@@ -193,6 +196,11 @@ export class MessageFeed {
     w?.();
   }
 
+  /** False once the consumer ended: nothing more will be buffered. */
+  get receiving(): boolean {
+    return !this.closed;
+  }
+
   /** True when the consumer ended (stopped, or failed: see `error`). */
   get ended(): boolean {
     return this.closed && this.buffer.length === 0;
@@ -205,6 +213,12 @@ export class MessageFeed {
   /** Resolves when a message is buffered or the feed ended, or after `timeoutMs`. */
   async waitForMessages(timeoutMs: number): Promise<void> {
     if (this.buffer.length > 0 || this.closed) return;
+    await this.waitForMore(timeoutMs);
+  }
+
+  /** Resolves when the next message is buffered, the feed ends or is interrupted, or after `timeoutMs`. */
+  async waitForMore(timeoutMs: number): Promise<void> {
+    if (this.closed) return;
     let timer: NodeJS.Timeout | undefined;
     await new Promise<void>((resolve) => {
       this.wakeReader = resolve;
@@ -238,6 +252,16 @@ export class MessageFeed {
     return this.buffer[this.buffer.length - 1];
   }
 
+  /** Whether what is buffered reaches either limit: a batch taken now would be full. */
+  fills(limits: Pick<TakeLimits, 'maxEvents' | 'maxBytes'>): boolean {
+    let events = 0;
+    for (const m of this.buffer) {
+      events += eventCountOf(m);
+      if (events >= limits.maxEvents) return true;
+    }
+    return this.bufferedBytes >= limits.maxBytes;
+  }
+
   /** The sequence `take(limits)` would end at now, without taking anything (undefined: nothing buffered). */
   peekEnd(limits: TakeLimits): number | undefined {
     let events = 0;
@@ -269,6 +293,8 @@ export class MessageFeed {
       bytes += m.data.length;
     }
     this.bufferedBytes -= bytes;
+    // What is left arrived before now: it is not kept waiting again.
+    if (this.buffer.length > 0) this.firstBufferedAt = 0;
     if (this.bufferedBytes < this.options.bufferMaxBytes) {
       const w = this.wakePump;
       this.wakePump = undefined;

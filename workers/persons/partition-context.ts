@@ -13,6 +13,8 @@ import type { PersonCache } from './person-cache.js';
 export interface BatchLimits {
   maxEvents: number;
   maxBytes: number;
+  /** How long a batch that does not fill the limits waits for more after its first message arrived (ms). */
+  lingerMs: number;
   fetchMaxBytes: number;
   publishPartBytes: number;
   /** Largest person or group properties stored, in bytes of JSON (WORKER_MAX_PROPERTIES_BYTES). */
