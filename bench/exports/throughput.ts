@@ -34,7 +34,7 @@ import { freePort } from '../../deploy/local/ports.js';
 import { PostgresServer } from '../../deploy/local/postgres.js';
 import { waitFor } from '../../deploy/local/wait.js';
 import { parseBenchArgs, usageError } from '../lib/cli.js';
-import { rssBytes, sampleRss, startNodeProcess, type BenchProcess } from '../lib/processes.js';
+import { cpuSeconds, reapedChildrenCpuSeconds, rssBytes, sampleRss, startNodeProcess, withChildren, type BenchProcess } from '../lib/processes.js';
 import type { Table } from '../lib/report.js';
 
 export interface ExportRunFigures {
@@ -46,6 +46,12 @@ export interface ExportRunFigures {
   /** Worker RSS before the run and at its peak during it, MiB. */
   idleRssMiB: number;
   peakRssMiB: number;
+  /**
+   * CPU per exported event (user + system, µs) from the backfill request to Completed, of the
+   * worker, PostgreSQL (all its processes), nats-server and this process (s3rver runs in it): on a
+   * shared machine the events/s follow the CPU left over, these do not.
+   */
+  cpuMicrosPerEvent?: { worker: number; postgres: number; nats: number; bench: number };
 }
 
 export interface ExportThroughputResult {
@@ -55,6 +61,16 @@ export interface ExportThroughputResult {
 }
 
 const MiB = 1024 * 1024;
+
+/** CPU seconds so far of the worker, PostgreSQL (postmaster, its live and its ended backends), nats-server and this process. */
+function cpuOf(worker: number, postmaster: number | undefined, nats: number | undefined): { worker: number; postgres: number; nats: number; bench: number } {
+  return {
+    worker: cpuSeconds(worker),
+    postgres: cpuSeconds(...withChildren(postmaster)) + reapedChildrenCpuSeconds(postmaster),
+    nats: cpuSeconds(nats),
+    bench: cpuSeconds(process.pid),
+  };
+}
 
 /** PROCESSED lines as the persons role writes them: a realistic web event. */
 function processedLine(i: number, hourStart: number): string {
@@ -170,6 +186,7 @@ export async function runExportThroughput(o: { events: number; log: (m: string) 
       await kv.put(id, JSON.stringify(record));
       const idle = rssBytes(worker.pid);
       const rss = sampleRss(worker.pid, 50);
+      const cpuBefore = cpuOf(worker.pid, postgres.pid, nats.pid);
       const backfillId = crypto.randomUUID();
       await jetstream(nc).publish(
         pipelineSubject('batchExportBackfills', 1, id),
@@ -183,6 +200,7 @@ export async function runExportThroughput(o: { events: number; log: (m: string) 
         return lines.some((l) => l.exportId === id && l.status === 'Completed');
       }, 900_000, 100);
       const peak = rss.stop();
+      const cpuAfter = cpuOf(worker.pid, postgres.pid, nats.pid);
       const running = lines.filter((l) => l.exportId === id && l.status === 'Running').at(-1)!;
       const done = lines.find((l) => l.exportId === id && l.status === 'Completed')!;
       const seconds = (Date.parse(done.updated_at!) - Date.parse(running.updated_at!)) / 1000;
@@ -196,7 +214,10 @@ export async function runExportThroughput(o: { events: number; log: (m: string) 
         idleRssMiB: Math.round(idle / MiB),
         peakRssMiB: Math.round(peak / MiB),
       };
-      o.log(`${name}: ${figures.eventsPerSecond.toLocaleString('en-US')} events/s (${figures.records} in ${seconds.toFixed(1)} s); worker RSS ${figures.idleRssMiB} → peak ${figures.peakRssMiB} MiB`);
+      const records = Math.max(1, figures.records);
+      const perEvent = (k: keyof typeof cpuAfter) => Math.round(((cpuAfter[k] - cpuBefore[k]) * 1e6 * 10) / records) / 10;
+      figures.cpuMicrosPerEvent = { worker: perEvent('worker'), postgres: perEvent('postgres'), nats: perEvent('nats'), bench: perEvent('bench') };
+      o.log(`${name}: ${figures.eventsPerSecond.toLocaleString('en-US')} events/s (${figures.records} in ${seconds.toFixed(1)} s); worker RSS ${figures.idleRssMiB} → peak ${figures.peakRssMiB} MiB; CPU µs/event ${JSON.stringify(figures.cpuMicrosPerEvent)}`);
       runs.push(figures);
     }
     await messages.close();
@@ -216,9 +237,14 @@ export function exportThroughputTable(r: ExportThroughputResult): Table {
     title: 'Batch export runs: one interval from PROCESSED to each destination (bench/exports)',
     note:
       `One backfill run of an interval of ${r.events.toLocaleString('en-US')} events (${r.eventBytes} bytes each on PROCESSED, 1,000 per message) in one worker process, timed from its Running report to its Completed report (planning, reading, formatting, delivery and commit). ` +
-      'Worker RSS: before the run and its peak during it. s3rver runs in the bench process, PostgreSQL and nats-server beside it, all on the same cores.',
-    columns: ['destination', 'events/s', 'seconds', 'bytes delivered', 'worker RSS idle → peak (MiB)'],
-    rows: r.runs.map((x) => [x.destination, x.eventsPerSecond, x.seconds, x.bytes ?? '–', `${x.idleRssMiB} → ${x.peakRssMiB}`]),
+      'Worker RSS: before the run and its peak during it. s3rver runs in the bench process, PostgreSQL and nats-server beside it, all on the same cores. ' +
+      'CPU µs per event (user + system, /proc) from the backfill request to Completed: the worker; PostgreSQL, every process of it; nats-server; the bench process, which runs s3rver. ' +
+      'On a machine others share, events/s follow the CPU left over; the CPU per event does not (one core gives 10⁶ ÷ their sum events/s).',
+    columns: ['destination', 'events/s', 'seconds', 'bytes delivered', 'worker RSS idle → peak (MiB)', 'CPU µs/event: worker', 'PostgreSQL', 'nats-server', 'bench (s3rver)'],
+    rows: r.runs.map((x) => {
+      const cpu = x.cpuMicrosPerEvent;
+      return [x.destination, x.eventsPerSecond, x.seconds, x.bytes ?? '–', `${x.idleRssMiB} → ${x.peakRssMiB}`, cpu?.worker ?? '–', cpu?.postgres ?? '–', cpu?.nats ?? '–', cpu?.bench ?? '–'];
+    }),
   };
 }
 
