@@ -1,6 +1,8 @@
 // `npx tsx bench/exports/parquet-writers.ts [--rows N]`: the Parquet writer for S3 exports, chosen by
 // this measurement (docs/exports.md): hyparquet-writer (pure JS) against parquet-wasm (arrow-rs
-// through apache-arrow IPC), the same N event rows, the same codecs, one process, one after the other.
+// through apache-arrow IPC), the same N event rows, the same codecs, one process, in rounds that
+// take the cases in turn. Both writers are synchronous in this thread, so this process's CPU time
+// is their work: rows per CPU second hold on a busy machine, where the wall-clock rate does not.
 import { randomUUID } from 'node:crypto';
 import { gzipSync, brotliCompressSync, constants } from 'node:zlib';
 import { tableFromArrays, tableToIPC } from 'apache-arrow';
@@ -8,18 +10,23 @@ import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import * as pw from 'parquet-wasm';
 import { parseBenchArgs, usageError } from '../lib/cli.js';
 
-const USAGE = `usage: npx tsx bench/exports/parquet-writers.ts [--rows N]
+const USAGE = `usage: npx tsx bench/exports/parquet-writers.ts [--rows N] [--rounds R]
 
 Writes the same N event rows (default 200,000) to Parquet with hyparquet-writer and with
-parquet-wasm, with each codec (SNAPPY, GZIP, BROTLI; ZSTD for parquet-wasm), one after the other in
-this process, and prints rows/s and the file size of each: how the S3 exports' writer was chosen.
+parquet-wasm, with each codec (SNAPPY, GZIP, BROTLI; ZSTD for parquet-wasm), R rounds (default 3)
+that take the cases in turn after a warm-up, all in this process, and prints for each the median
+rows per second of this process's CPU time (user + system) and of wall-clock time, and the file
+size: how the S3 exports' writer was chosen.
 
   --rows N      rows written by each writer and codec (default 200000)
+  --rounds R    measured rounds (default 3)
   -h, --help    this text`;
 
-const { values } = parseBenchArgs(USAGE, { options: { rows: { type: 'string', default: '200000' } } });
+const { values } = parseBenchArgs(USAGE, { options: { rows: { type: 'string', default: '200000' }, rounds: { type: 'string', default: '3' } } });
 const n = Number(values.rows);
 if (!Number.isInteger(n) || n < 1) usageError(USAGE, `--rows must be a positive integer, not ${values.rows}`);
+const rounds = Number(values.rounds);
+if (!Number.isInteger(rounds) || rounds < 1) usageError(USAGE, `--rounds must be a positive integer, not ${values.rounds}`);
 const base = Date.parse('2026-11-25T00:00:00Z');
 const rows = Array.from({ length: n }, (_, i) => ({
   uuid: randomUUID(),
@@ -74,7 +81,7 @@ function wasm(codec: 'SNAPPY' | 'GZIP' | 'BROTLI' | 'ZSTD'): number {
   return pw.writeParquet(pw.Table.fromIPCStream(tableToIPC(table, 'stream')), props).length;
 }
 
-for (const [name, run] of [
+const cases = [
   ['hyparquet-writer SNAPPY', () => hyparquet('SNAPPY')],
   ['parquet-wasm SNAPPY', () => wasm('SNAPPY')],
   ['hyparquet-writer GZIP', () => hyparquet('GZIP')],
@@ -82,10 +89,25 @@ for (const [name, run] of [
   ['hyparquet-writer BROTLI', () => hyparquet('BROTLI')],
   ['parquet-wasm BROTLI', () => wasm('BROTLI')],
   ['parquet-wasm ZSTD', () => wasm('ZSTD')],
-] as const) {
-  run(); // warm-up
-  const t0 = performance.now();
-  const bytes = run();
-  const s = (performance.now() - t0) / 1000;
-  console.log(`${name.padEnd(26)} ${Math.round(n / s).toLocaleString('en-US').padStart(10)} rows/s  ${(bytes / 1e6).toFixed(1)} MB`);
+] as const;
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const measured = cases.map(() => ({ cpu: [] as number[], wall: [] as number[], bytes: 0 }));
+for (const [, run] of cases) run(); // warm-up
+for (let round = 0; round < rounds; round++) {
+  cases.forEach(([, run], i) => {
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    measured[i]!.bytes = run();
+    const wall = (performance.now() - t0) / 1000;
+    const { user, system } = process.cpuUsage(cpu0);
+    measured[i]!.cpu.push(n / ((user + system) / 1e6));
+    measured[i]!.wall.push(n / wall);
+  });
 }
+const rate = (x: number) => Math.round(x).toLocaleString('en-US').padStart(10);
+console.log(`${'writer and codec'.padEnd(26)} ${'rows/CPU s'.padStart(10)} ${'rows/s'.padStart(10)}  file   (${n.toLocaleString('en-US')} rows, median of ${rounds})`);
+cases.forEach(([name], i) => {
+  const m = measured[i]!;
+  console.log(`${name.padEnd(26)} ${rate(median(m.cpu))} ${rate(median(m.wall))}  ${(m.bytes / 1e6).toFixed(1)} MB`);
+});
