@@ -1,8 +1,8 @@
 // The live cluster page as a person meets it: `npm start -- --ingest 2 --workers 2` prints its
 // URL and readable log lines (SPATE_LOG_FORMAT=pretty), and the page, open in Chromium while
 // events pour in, shows them coming in and being processed, the streams filling, every process
-// up with the workers' shards, and (with a personal API key) their addresses; no console error,
-// no failed request. SPATE_LIVE_SCREENSHOT=FILE writes the screenshot there (docs/live-page.png).
+// up with the workers' shards, a batch export's runs (counted for anyone; with a personal API key,
+// each run and the processes' addresses); no console error, no failed request. SPATE_LIVE_SCREENSHOT=FILE writes the screenshot there (docs/live-page.png).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -108,11 +108,30 @@ describe('live cluster page', () => {
       const canvas = (await page.locator('#rates-chart canvas').boundingBox())!;
       expect(canvas.width).toBeGreaterThan(600);
 
-      // With the personal API key: the processes' addresses (no export runs or plugin errors yet).
+      // A batch export through the admin API, and a backfill of the last hour: a worker runs it.
+      const api = (path: string, body: unknown) =>
+        fetch(`${c.adminUrl}${path}`, { method: 'POST', headers: { authorization: `Bearer ${c.personalApiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const created = await api(`/api/organizations/${c.organizationId}/batch_exports/`, { name: 'live page check', interval: 'hour', destination: { type: 'NoOp', config: {} } });
+      expect(created.status).toBe(201);
+      const exportId = ((await created.json()) as { id: string }).id;
+      const hour = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+      const backfill = await api(`/api/organizations/${c.organizationId}/batch_exports/${exportId}/backfill/`, {
+        start_at: new Date(hour - 3_600_000).toISOString(),
+        end_at: new Date(hour).toISOString(),
+      });
+      expect(backfill.status).toBe(200);
+      // Counted on the page for anyone.
+      await waitFor('the export run counted', async () => (await text(page, '#export-runs-by-status')).includes('Completed 1'), 60_000, 250);
+      expect(numberIn(await text(page, '#export-runs'))).toBe(1);
+
+      // With the personal API key: the run itself and the processes' addresses.
       await page.fill('#key', c.personalApiKey ?? '');
       await page.click('#key-form button');
       await waitFor('the addresses', async () => (await page.locator('#addresses tbody tr').count()) === 4, 10_000, 100);
       expect((await tableRows(page, '#addresses'))[0]).toEqual(['ingest 1', `http://127.0.0.1:${String(ingests[0]!.metricsPort)}`]);
+      const runs = await tableRows(page, '#runs');
+      expect(runs).toHaveLength(1);
+      expect(runs[0]!.slice(1, 4)).toEqual(['live page check', String(c.projectId), 'Completed']);
 
       const screenshot = join(dataDir, 'live-page.png');
       await page.screenshot({ path: screenshot, fullPage: true });
