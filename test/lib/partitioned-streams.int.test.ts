@@ -4,6 +4,7 @@
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { describe, expect, it } from 'vitest';
+import { StreamSizes } from '../../admin/live/index.js';
 import { loadIngestConfig, startIngest, type IngestNode } from '../../ingest/index.js';
 import {
   allStreamNames,
@@ -124,6 +125,18 @@ describe('partitioned streams', () => {
         }
       }
       expect(workers.every((w) => w.ownedShards().length > 0)).toBe(true);
+
+      // The admin server's live page sizes every partition, as the admin user, from the recorded K.
+      const admin = await cluster.connect('partitions-admin', 'admin');
+      try {
+        const sizes = await new StreamSizes(admin, await jetstreamManager(admin)).read();
+        expect(sizes.map((s) => s.name)).toEqual(allStreamNames(layout));
+        const events = sizes.filter((s) => s.name.startsWith('EVENTS_') || s.name.startsWith('HISTORICAL_')).map((s) => s.messages!);
+        expect(events.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+        expect(sizes.find((s) => s.name === 'PROCESSED')?.messages).toBeGreaterThan(0);
+      } finally {
+        await admin.close();
+      }
 
       // A process configured with another K is refused, the running ones unaffected.
       const refused: unknown = await startIngest(ingestConfig(cluster, { ...env, STREAM_PARTITIONS: '1' }), { log: silentLog }).catch((e: unknown) => e);
