@@ -184,6 +184,12 @@ export interface PluginLogLine {
   type?: (typeof PLUGIN_LOG_TYPES)[number];
   message: string;
   instance_id?: string | null;
+  /**
+   * Set by the plugin runtime on a SYSTEM line when it gives a config up (setupPlugin kept
+   * failing, the circuit breaker opened): the admin server disables the config, unless it changed
+   * after `timestamp`, and records this reason in the activity log.
+   */
+  disable_plugin_config?: string | null;
 }
 
 /** A line of `batch_export_logs.<teamId>.<batchExportId>` (same defaults as PluginLogLine). */

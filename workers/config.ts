@@ -100,6 +100,39 @@ export const workerConfigDefinition = {
   ),
   exportReadBytes: setting('EXPORT_READ_BYTES', envBytes('16MiB'), 'bytes a run pulls from PROCESSED at once (with the S3 upload parts, what bounds a run\'s memory)'),
   exportDbPoolSize: setting('EXPORT_DB_POOL_SIZE', envInt(4, 2), 'PostgreSQL connections of the exports role (its state, the persons model)'),
+  pluginEgressAllow: setting(
+    'PLUGIN_EGRESS_ALLOW',
+    envString(''),
+    "non-public addresses plugins' fetch may reach, comma-separated: loopback, private (private, link-local and reserved ranges) and CIDR ranges; empty: public addresses only (npm start sets loopback)",
+  ),
+  pluginMemoryLimit: setting('PLUGIN_MEMORY_LIMIT', envBytes('64MiB'), "memory of each plugin instance's sandbox (QuickJS heap): past it, what allocates fails with out of memory"),
+  pluginCpuTimeout: setting(
+    'PLUGIN_CPU_TIMEOUT',
+    envDuration('100ms'),
+    'CPU time a plugin may spend in its sandbox on one event (or one setupPlugin, teardownPlugin, scheduled task or job): past it the call is stopped where it runs, the event goes on unchanged and an ERROR names the plugin and event',
+  ),
+  pluginWallTimeout: setting(
+    'PLUGIN_WALL_TIMEOUT',
+    envDuration('10s'),
+    "longest a batch's plugin call (or a setupPlugin) waits for what it awaits (fetch, storage, cache): events still waiting then go on unchanged",
+  ),
+  pluginSetupAttempts: setting('PLUGIN_SETUP_ATTEMPTS', envInt(3, 1), 'attempts at loading a plugin and running its setupPlugin before the config is disabled (a SYSTEM log says why)'),
+  pluginSetupBackoff: setting('PLUGIN_SETUP_BACKOFF', envDuration('2s'), 'wait before the second attempt at setupPlugin, doubled for each further one'),
+  pluginLogRate: setting(
+    'PLUGIN_LOG_RATE',
+    envInt(100, 1),
+    'log lines per second each plugin config may write, in bursts of up to 10 times that: more are dropped and counted in one WARN line',
+  ),
+  pluginBreaker: setting(
+    'PLUGIN_BREAKER',
+    envRatio('50/100'),
+    'disable a plugin config when N of the last M events it handled in this worker failed (threw, ran out of time or memory); 0/M: never',
+  ),
+  pluginBreakerTimeouts: setting(
+    'PLUGIN_BREAKER_TIMEOUTS',
+    envInt(5, 0),
+    'disable a plugin config when this many of the last PLUGIN_BREAKER M events ran out of time (each holds its shard up to twice PLUGIN_CPU_TIMEOUT); 0: never',
+  ),
 };
 
 export type WorkerConfig = ConfigOf<typeof workerConfigDefinition>;

@@ -29,6 +29,7 @@ import {
 import { startExports, type ExportClock, type ExportFaults, type ExportsRole } from './exports/index.js';
 import { migrateWorkerSchema } from './migrate.js';
 import { startPersons, type PersonsRole, type WorkerFaults } from './persons/index.js';
+import { startPlugins, type PluginsRole } from './plugins/index.js';
 
 export { loadWorkerConfig, workerConfigDefinition, workerHelp, type WorkerConfig } from './config.js';
 export { assignShards, EventHooks, WORKERS_BUCKET, type BeforePersonsHook, type HookBatch, type HookedEvent } from './coordination/index.js';
@@ -70,6 +71,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   let coordinator: ShardCoordinator | undefined;
   let persons: PersonsRole | undefined;
   let exports: ExportsRole | undefined;
+  let plugins: PluginsRole | undefined;
   let stopping = false;
 
   const status = await startStatusServer(config.metricsHost, config.metricsPort, registry, () => ({
@@ -83,6 +85,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   const fail = async (err: unknown): Promise<never> => {
     await coordinator?.stop().catch(() => undefined);
     await exports?.stop().catch(() => undefined);
+    await plugins?.stop().catch(() => undefined);
     await persons?.stop().catch(() => undefined);
     if (ownNats) await nc.close().catch(() => undefined);
     await status.close();
@@ -112,6 +115,22 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       }
     }
 
+    // Before the persons role: its first batch runs the transformations the catalog knows.
+    stage = 'loading plugins';
+    const hooks = deps.eventHooks ?? new EventHooks();
+    plugins = await startPlugins(
+      {
+        databaseUrl: config.databaseUrl,
+        keyring: secretKeyringOf(config),
+        egressAllow: config.pluginEgressAllow,
+        limits: { memoryBytes: config.pluginMemoryLimit, stackBytes: 1024 * 1024, cpuMs: config.pluginCpuTimeout, wallMs: config.pluginWallTimeout },
+        setup: { attempts: config.pluginSetupAttempts, backoffMs: config.pluginSetupBackoff },
+        breaker: { failures: config.pluginBreaker.n, of: config.pluginBreaker.of, timeouts: config.pluginBreakerTimeouts },
+        logRatePerSecond: config.pluginLogRate,
+      },
+      { nc, js: jetstream(nc), registry, logger, hooks, maxPayload: () => nc.info?.max_payload ?? 1024 * 1024 },
+    );
+
     const personsRole = await startPersons(
       {
         workerId,
@@ -136,7 +155,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         jsm,
         registry,
         logger,
-        hooks: deps.eventHooks ?? new EventHooks(),
+        hooks,
         maxPayload: () => nc.info?.max_payload ?? 1024 * 1024,
         faults: deps.faults,
       },
@@ -188,6 +207,8 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       stage = 'stopping';
       logger.info('stopping: leaving the cluster and finishing batches in flight');
       await coordinator?.stop().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'leaving the cluster failed'));
+      // teardownPlugin and the last plugin log lines still need NATS.
+      await plugins?.stop().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'cleanup failed'));
       if (ownNats) await nc.drain().catch(() => undefined);
       await exports?.stop().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'cleanup failed'));
       await persons?.stop().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'cleanup failed'));

@@ -15,6 +15,8 @@ export interface PluginLogRow {
   type: string;
   message: string;
   instance_id: string | null;
+  /** The runtime gave the config up: disable it (lib/pipeline.ts PluginLogLine). */
+  disable: string | null;
 }
 
 const SOURCES = new Set<string>(PLUGIN_LOG_SOURCES);
@@ -38,7 +40,9 @@ export function parsePluginLogMessage(msg: JsMsg): { rows: PluginLogRow[]; inval
     const source = line?.source ?? 'PLUGIN';
     const type = line?.type ?? 'INFO';
     const instance = line?.instance_id ?? null;
+    const disable = line?.disable_plugin_config ?? null;
     if (
+      (disable !== null && typeof disable !== 'string') ||
       !line ||
       typeof line.message !== 'string' ||
       !timestamp ||
@@ -61,6 +65,7 @@ export function parsePluginLogMessage(msg: JsMsg): { rows: PluginLogRow[]; inval
       type,
       message: cleanString(line.message),
       instance_id: instance,
+      disable: disable === null ? null : cleanString(disable),
     });
   });
   return { rows, invalid };
@@ -109,10 +114,36 @@ export async function insertSkippingBadRows<T>(pool: Pool, rows: T[], insertRows
   }
 }
 
+/**
+ * Lines with `disable_plugin_config`: the admin server, the only writer of admin state, disables
+ * the config (as PATCH {"enabled": false} does) unless it changed after the line was written (a
+ * person enabling it again since wins), and records the reason in the activity log. The KV record
+ * follows through the table's trigger, and every worker tears the plugin down.
+ */
+const DISABLE_CONFIGS = `
+  with disabled as (
+    update plugin_configs c set enabled = false, updated_at = clock_timestamp()
+    from unnest($1::int[], $2::int[], $3::text[], $4::timestamptz[]) as v(id, team_id, reason, ts)
+    where c.id = v.id and c.team_id = v.team_id and c.enabled and c.updated_at < v.ts
+    returning c.id, c.team_id, c.plugin_id, v.reason)
+  insert into activity_log (organization_id, team_id, user_id, scope, item_id, activity, detail)
+  select t.organization_id, disabled.team_id, null, 'PluginConfig', disabled.id::text, 'disabled',
+    jsonb_build_object('name', p.name, 'changes', '[]'::jsonb, 'reason', disabled.reason, 'by', 'plugin runtime')
+  from disabled join projects t on t.id = disabled.team_id join plugins p on p.id = disabled.plugin_id`;
+
+async function write(pool: Pool, rows: PluginLogRow[]): Promise<SinkResult> {
+  const result = await insertSkippingBadRows(pool, rows, insert);
+  const disables = rows.filter((r) => r.disable !== null);
+  if (disables.length > 0) {
+    await pool.query(DISABLE_CONFIGS, [disables.map((r) => r.plugin_config_id), disables.map((r) => r.team_id), disables.map((r) => r.disable), disables.map((r) => r.timestamp)]);
+  }
+  return result;
+}
+
 export const pluginLogsSink: Sink<PluginLogRow> = {
   name: 'plugin_logs',
   stream: STREAM,
   durable: 'spate-admin-plugin-logs',
   parse: parsePluginLogMessage,
-  write: (pool, rows) => insertSkippingBadRows(pool, rows, insert),
+  write,
 };

@@ -251,7 +251,7 @@ async function launch(
   for (let i = 1; i <= options.workers; i++) {
     const port = ports[`worker${i}`]!;
     // A local cluster exports to local servers: destinations on loopback are allowed (ARCHITECTURE.md).
-    const workerEnv = { EXPORT_EGRESS_ALLOW: 'loopback', ...env, NATS_URL: natsUrl, ...natsCredentials('worker'), SPATE_SECRET_KEY: secretKey, DATABASE_URL: databaseUrl, NATS_REPLICAS: String(replicas), WORKER_METRICS_PORT: String(port) };
+    const workerEnv = { EXPORT_EGRESS_ALLOW: 'loopback', PLUGIN_EGRESS_ALLOW: 'loopback', ...env, NATS_URL: natsUrl, ...natsCredentials('worker'), SPATE_SECRET_KEY: secretKey, DATABASE_URL: databaseUrl, NATS_REPLICAS: String(replicas), WORKER_METRICS_PORT: String(port) };
     track('worker', supervised({ name: `worker-${i}`, ...nodeCommand('../../workers/main'), env: workerEnv, exitWithLauncher: 'lifeline' }), {
       metricsPort: port,
     });

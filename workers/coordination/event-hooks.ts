@@ -21,6 +21,13 @@ export interface HookBatch {
   replace(index: number, event: CapturedEvent): void;
   /** Drops event `index`: nothing of it reaches persons or PROCESSED. */
   drop(index: number): void;
+  /**
+   * Adds properties to event `index` (as replace with them merged into its properties would, and
+   * cheaper: keys it does not have are written into its line's bytes, the event is not serialised
+   * again). Keep the object unchanged after the call; passing the same object for many events lets
+   * its JSON be made once.
+   */
+  addProperties(index: number, properties: Readonly<Record<string, unknown>>): void;
 }
 
 export type BeforePersonsHook = (batch: HookBatch) => void | Promise<void>;
@@ -44,13 +51,16 @@ export class EventHooks {
 
   /**
    * Runs every hook in the order added over `events`; each sees what the ones before it changed
-   * and dropped. `replaced` is told of each replacement (before the next hook runs). Returns the
-   * events left, in order.
+   * and dropped. `replaced` is told of each replacement and `added` of added properties (before
+   * the next hook runs; by default added properties are a replacement). Returns the events left,
+   * in order.
    */
   async run<T extends { projectId: number; event: CapturedEvent }>(
     where: { stream: string; shard: number },
     events: readonly T[],
     replaced: (entry: T, event: CapturedEvent, hook: string) => void,
+    added: (entry: T, properties: Readonly<Record<string, unknown>>, hook: string) => void = (entry, properties, hook) =>
+      replaced(entry, { ...entry.event, properties: { ...entry.event.properties, ...properties } }, hook),
   ): Promise<T[]> {
     let live = [...events];
     for (const { name, run } of this.hooks) {
@@ -71,6 +81,10 @@ export class EventHooks {
         drop: (index) => {
           check(index);
           dropped.add(index);
+        },
+        addProperties: (index, properties) => {
+          check(index);
+          added(current[index]!, properties, name);
         },
       });
       if (dropped.size > 0) live = current.filter((_, i) => !dropped.has(i));

@@ -18,6 +18,7 @@ export {
   type ShardLease,
   type ShardRunner,
 } from './lease-coordinator.js';
+export { egressPolicy, type EgressErrors, type EgressPolicy } from './egress.js';
 export { EventHooks, type BeforePersonsHook, type HookBatch, type HookedEvent } from './event-hooks.js';
 export { createCoordinationMetrics, createWorkerRegistry, type CoordinationMetrics } from './metrics.js';
 export { lockPosition, planBatch, PositionMovedError, takeOverPartition, type PartitionStart } from './positions.js';

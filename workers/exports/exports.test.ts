@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { egressPolicy } from './egress.js';
+import { exportEgressPolicy as egressPolicy } from './egress.js';
 import { keeps, type RunPlan } from './plan.js';
 import { eventJsonLine, pythonIsoUs } from './records.js';
 import { alignedStart, dueIntervals, withinBounds } from './schedule.js';

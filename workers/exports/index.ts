@@ -18,13 +18,13 @@ import {
 import { ExportError } from './errors.js';
 import { createPool, type LeaseCoordinator } from '../coordination/index.js';
 import { ExportCatalog } from './catalog.js';
-import { egressPolicy } from './egress.js';
+import { exportEgressPolicy } from './egress.js';
 import { startExportRunner, type ExportFaults, type ExportSettings } from './export-runner.js';
 import { createExportMetrics } from './metrics.js';
 import { shiftedClock, type ExportClock } from './plan.js';
 import { ProcessedStream } from './processed-stream.js';
 
-export { egressPolicy, type EgressPolicy } from './egress.js';
+export { exportEgressPolicy, type EgressPolicy } from './egress.js';
 export { alignedStart, dueIntervals } from './schedule.js';
 export { shiftedClock, type ExportClock } from './plan.js';
 export type { ExportFaults, ExportSettings } from './export-runner.js';
@@ -84,7 +84,7 @@ function destinationConfig(keyring: SecretKeyring) {
 
 export function startExports(options: ExportsOptions, deps: ExportsDeps): ExportsRole {
   const logger = deps.logger.child({ role: 'exports' });
-  const egress = egressPolicy(options.egressAllow);
+  const egress = exportEgressPolicy(options.egressAllow);
   const catalog = ExportCatalog.open(deps.nc, logger);
   const db = createPool(options.databaseUrl, options.dbPoolSize, logger);
   const lastCompletedEnd = new Map<string, number>();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { packOutputs, parseMessages, processedLine, serializedLine, type OutputLine, type SourceMessage } from './batch-codec.js';
+import { packOutputs, parseMessages, processedLine, propertiesInsertAt, serializedLine, type OutputLine, type SourceMessage } from './batch-codec.js';
 
 const enc = new TextEncoder();
 function msg(seq: number, subject: string, lines: string[]): SourceMessage {
@@ -126,3 +126,19 @@ function bigMessage(count: number) {
   const lines = parsed.events.map((e) => processedLine({ person_id: 'person' }, parsed.bodies[0], e, true));
   return { messages, parsed, lines };
 }
+
+describe('adding properties to a line', () => {
+  const at = (line: string) => propertiesInsertAt(Buffer.from(line), { start: 0, end: Buffer.byteLength(line) });
+  it('batch codec - properties are added after the top-level properties object opens, never inside another object or a string', () => {
+    const plain = '{"uuid":"u","event":"e","distinct_id":"d","properties":{"a":1},"timestamp":"t"}';
+    expect(at(plain)).toEqual({ at: plain.indexOf('"properties":{') + 14, empty: false });
+    expect(at('{"uuid":"u","properties":{ },"x":1}')).toMatchObject({ empty: true });
+    // A nested object before it: its "properties" could be a nested key; serialised instead.
+    expect(at('{"$set":{"properties":{}},"properties":{"a":1}}')).toBeUndefined();
+    // Text that looks like the key inside a string is escaped (never `,"properties":{`); a brace in
+    // a string before the key is taken for an object: serialised again, never spliced wrongly.
+    expect(at('{"event":"a\\"properties\\":{","properties":{"a":1}}')).toBeUndefined();
+    expect(at('{"event":"x\\",\\"properties\\":1","properties":{"a":1}}')).toMatchObject({ empty: false });
+    expect(at('{"event":"e"}')).toBeUndefined();
+  });
+});

@@ -27,6 +27,11 @@ export interface BatchEvent extends SourceEvent {
   offset: number;
   /** `<projectId>:<uuid>` (dedup key). */
   key: string;
+  /**
+   * Bytes a hook added inside the line's properties object (`"k":v,` at `at` in the source
+   * message): properties the event did not have, written out without serialising it again.
+   */
+  insert?: { at: number; bytes: Buffer };
 }
 
 export interface ParsedBatch {
@@ -142,9 +147,12 @@ export interface OutputLine {
   tail: Buffer;
   /** Where the event's line starts in its source message (BatchEvent.offset). */
   at: number;
+  /** Bytes written inside the source range at `insertAt` (BatchEvent.insert). */
+  insertAt?: number;
+  insert?: Buffer;
 }
 
-const outputBytes = (line: OutputLine) => line.end - line.start + line.tail.length + 1;
+const outputBytes = (line: OutputLine) => line.end - line.start + line.tail.length + (line.insert?.length ?? 0) + 1;
 
 /** Room planned for what a processed line adds to its source line: `,"person_id":"<uuid>"` and the newline. */
 const LINE_ALLOWANCE = 64;
@@ -273,7 +281,11 @@ function joinLines(lines: readonly OutputLine[]): Buffer {
   const body = Buffer.allocUnsafe(total);
   let at = 0;
   for (const line of lines) {
-    if (line.source) at += line.source.copy(body, at, line.start, line.end);
+    if (line.source && line.insert) {
+      at += line.source.copy(body, at, line.start, line.insertAt);
+      at += line.insert.copy(body, at);
+      at += line.source.copy(body, at, line.insertAt, line.end);
+    } else if (line.source) at += line.source.copy(body, at, line.start, line.end);
     at += line.tail.copy(body, at);
     body[at++] = NEWLINE;
   }
@@ -292,18 +304,42 @@ export function serializedLine(value: unknown, at: number): OutputLine {
 export function processedLine(
   out: { person_id?: string },
   source: Buffer | undefined,
-  line: Pick<BatchEvent, 'span' | 'offset'>,
+  line: Pick<BatchEvent, 'span' | 'offset' | 'insert'>,
   untouched: boolean,
 ): OutputLine {
-  const { span, offset: at } = line;
+  const { span, offset: at, insert } = line;
   if (untouched && source && span) {
-    if (out.person_id === undefined) return { source, start: span.start, end: span.end, tail: EMPTY, at };
+    const inserted = insert ? { insertAt: insert.at, insert: insert.bytes } : undefined;
+    if (out.person_id === undefined) return { source, start: span.start, end: span.end, tail: EMPTY, at, ...inserted };
     // parseMessages trimmed the span and JSON.parse saw an object: it ends with its closing brace.
     if (source[span.end - 1] === CLOSE_BRACE) {
-      return { source, start: span.start, end: span.end - 1, tail: Buffer.from(`,"person_id":"${out.person_id}"}`), at };
+      return { source, start: span.start, end: span.end - 1, tail: Buffer.from(`,"person_id":"${out.person_id}"}`), at, ...inserted };
     }
   }
   return serializedLine(out, at);
 }
 
 const EMPTY = Buffer.alloc(0);
+
+const PROPERTIES_KEY = Buffer.from('"properties":{');
+const OPEN_BRACE = 0x7b;
+const COMMA = 0x2c;
+
+/**
+ * Where properties can be added to the line's bytes: just after the `{` of its top-level
+ * `"properties"` object. Found only when nothing before it opens an object (so the key is the
+ * top level's; inside a string a `"` would be escaped, so `,"properties":{` cannot be text); else
+ * undefined and the line is serialised again.
+ */
+export function propertiesInsertAt(source: Buffer, span: { start: number; end: number }): { at: number; empty: boolean } | undefined {
+  const found = source.indexOf(PROPERTIES_KEY, span.start);
+  if (found === -1 || found + PROPERTIES_KEY.length > span.end) return undefined;
+  const before = source[found - 1];
+  if (found - 1 < span.start || (before !== OPEN_BRACE && before !== COMMA)) return undefined;
+  const brace = source.indexOf(OPEN_BRACE, span.start + 1);
+  if (brace !== -1 && brace < found) return undefined;
+  const at = found + PROPERTIES_KEY.length;
+  let next = at;
+  while (next < span.end && isSpace(source[next]!)) next++;
+  return { at, empty: source[next] === CLOSE_BRACE };
+}

@@ -10,13 +10,14 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
-import { HEADER_EVENT_COUNT, type StreamKind } from '../../lib/index.js';
+import { HEADER_EVENT_COUNT, type CapturedEvent, type StreamKind } from '../../lib/index.js';
 import { beginBatch, isTransientDbError, lockPosition, OwnershipLostError, planBatch } from '../coordination/index.js';
 import {
   bodyRoom,
   checkCapturedEvent,
   packOutputs,
   parseMessages,
+  propertiesInsertAt,
   processedLine,
   type BatchEvent,
   type OutputLine,
@@ -88,7 +89,7 @@ async function run(ctx: PartitionContext, partition: PartitionState, batch: Batc
   const parsedEvents = parsed.events.length;
   const failedEvents = trial || batch.failed.size === 0 ? [] : parsed.events.filter((e) => batch.failed.has(e.key));
   const live = !trial && batch.failed.size === 0 ? parsed.events : parsed.events.filter((e) => !batch.failed.has(e.key) && (!trial || trial.has(e.key)));
-  parsed.events = await runHooks(ctx, partition, live);
+  parsed.events = await runHooks(ctx, partition, live, parsed.bodies);
   const hookedEvents = parsed.events.length;
   const generation = await prepare(ctx, parsed);
   phases.end('prepare');
@@ -156,15 +157,46 @@ function sourcesOf(messages: readonly JsMsg[]): SourceMessage[] {
  * event is checked like a captured line and written out from its new content; its dedup key
  * stays the captured one.
  */
-async function runHooks(ctx: PartitionContext, partition: PartitionState, events: BatchEvent[]): Promise<BatchEvent[]> {
+async function runHooks(ctx: PartitionContext, partition: PartitionState, events: BatchEvent[], bodies: readonly Buffer[]): Promise<BatchEvent[]> {
   if (ctx.hooks.size === 0 || events.length === 0) return events;
-  return ctx.hooks.run({ stream: partition.streamName, shard: partition.shard }, events, (entry, event, hook) => {
+  const replaced = (entry: BatchEvent, event: CapturedEvent, hook: string) => {
     const problem = { reason: '' };
     const checked = checkCapturedEvent(event, problem);
     if (!checked) throw new TypeError(`hook ${hook} replaced event ${entry.event.uuid} with one that is not a captured event: ${problem.reason}`);
     entry.event = checked.event;
     entry.span = undefined;
-  });
+    entry.insert = undefined;
+  };
+  // The JSON of the last properties object added: hooks pass one object for many events.
+  let lastAdded: Readonly<Record<string, unknown>> | undefined;
+  let lastJson = '';
+  const added = (entry: BatchEvent, properties: Readonly<Record<string, unknown>>, hook: string) => {
+    const current = entry.event.properties;
+    for (const key in properties) {
+      // A key it has: the line cannot simply gain it.
+      if (Object.hasOwn(current, key)) return replaced(entry, { ...entry.event, properties: { ...current, ...properties } }, hook);
+    }
+    if (properties !== lastAdded) {
+      lastAdded = properties;
+      lastJson = JSON.stringify(properties);
+    }
+    if (lastJson.length <= 2) return;
+    // The event is this attempt's own parse: changed in place, as processing does.
+    Object.assign(current, properties);
+    const body = bodies[entry.message];
+    const where = body && entry.span ? propertiesInsertAt(body, entry.span) : undefined;
+    if (!where || (entry.insert && entry.insert.at !== where.at)) {
+      entry.span = undefined;
+      entry.insert = undefined;
+      return;
+    }
+    // `"k":v,…` after the object's `{` (a comma when it has members, or had some inserted before).
+    const members = lastJson.slice(1, -1);
+    const before = entry.insert?.bytes;
+    const text = before ? `${members},` : where.empty ? members : `${members},`;
+    entry.insert = { at: where.at, bytes: before ? Buffer.concat([Buffer.from(text), before]) : Buffer.from(text) };
+  };
+  return ctx.hooks.run({ stream: partition.streamName, shard: partition.shard }, events, replaced, added);
 }
 
 /** Group type indexes and the dedup partition the batch needs, made outside its transaction. Returns the dedup generation. */

@@ -28,25 +28,25 @@ export const PRELUDE = String.raw`
   // full properties, and X: set once anything may have changed (the fast path of unchanged events).
   var I = 'i', W = 'w', D = 'd', O = 'o', P = 'p', PT = 'q', R = 'r', F = 'f', X = 'x';
 
-  // --- the current batch ---------------------------------------------------------------------
-  var batch = null;
+  // --- batches in flight (several at once: a plugin awaiting fetch in one lets others run) ------
+  var batches = new Map();
   var current = -1;
 
-  function fetchColumn(cache, kind, name) {
-    var text = HOST.column(batch.id, kind + name);
+  function fetchColumn(b, cache, kind, name) {
+    var text = HOST.column(b.id, kind + name);
     var nl = text.indexOf('\n');
     return cache[name] = { mask: nl === 0 ? null : text.slice(0, nl), values: JSON.parse(text.slice(nl + 1)) };
   }
-  function keysColumn() { return batch.keys || (batch.keys = fetchColumn({}, 'k', '')); }
-  function topColumn(name) { return batch.tops[name] || fetchColumn(batch.tops, 't', name); }
-  function propertyColumn(name) { return batch.props[name] || fetchColumn(batch.props, 'p', name); }
+  function keysColumn(b) { return b.keys || (b.keys = fetchColumn(b, {}, 'k', '')); }
+  function topColumn(b, name) { return b.tops[name] || fetchColumn(b, b.tops, 't', name); }
+  function propertyColumn(b, name) { return b.props[name] || fetchColumn(b, b.props, 'p', name); }
   function present(c, i) { return c.mask === null || c.mask.charCodeAt(i) === 49; }
   function isObject(v) { return v !== null && typeof v === 'object'; }
 
   // --- properties of one event -------------------------------------------------------------------
   function full(t) {
     var f = t[F];
-    if (f === undefined) f = t[F] = JSON.parse(HOST.properties(batch.id, t[I]));
+    if (f === undefined) f = t[F] = JSON.parse(HOST.properties(t.b.id, t[I]));
     return f;
   }
   function readProperty(t, k) {
@@ -57,7 +57,7 @@ export const PRELUDE = String.raw`
     var v;
     if (t[F] !== undefined) v = hasOwn.call(t[F], k) ? t[F][k] : undefined;
     else {
-      var c = propertyColumn(k);
+      var c = propertyColumn(t.b, k);
       v = present(c, t[I]) ? c.values[t[I]] : undefined;
     }
     // An object read may be changed in place: it is sent back as written.
@@ -70,7 +70,7 @@ export const PRELUDE = String.raw`
     var d = t[D];
     if (d !== undefined && d.has(k)) return false;
     if (t[F] !== undefined) return hasOwn.call(t[F], k);
-    return present(propertyColumn(k), t[I]);
+    return present(propertyColumn(t.b, k), t[I]);
   }
   function markObject(t, k) {
     (t[O] || (t[O] = new Set())).add(k);
@@ -124,12 +124,12 @@ export const PRELUDE = String.raw`
       var p = t[P];
       if (p === undefined) {
         // A Proxy does not give its target back: kept beside it for the patch. e: the event's.
-        var pt = t[PT] = { i: t[I], e: t };
+        var pt = t[PT] = { i: t[I], e: t, b: t.b };
         p = t[P] = new Proxy(pt, PROPERTIES);
       }
       return p;
     }
-    var c = topColumn(k);
+    var c = topColumn(t.b, k);
     var v = present(c, t[I]) ? c.values[t[I]] : undefined;
     if (isObject(v)) markObject(t, k);
     return v;
@@ -140,7 +140,7 @@ export const PRELUDE = String.raw`
     var d = t[D];
     if (d !== undefined && d.has(k)) return false;
     if (k === 'properties') return true;
-    return present(topColumn(k), t[I]);
+    return present(topColumn(t.b, k), t[I]);
   }
   function writeTop(t, k, v) {
     t[X] = 1;
@@ -165,7 +165,7 @@ export const PRELUDE = String.raw`
       return true;
     },
     ownKeys: function (t) {
-      var c = keysColumn();
+      var c = keysColumn(t.b);
       var keys = c.values[t[I]].slice();
       var w = t[W], d = t[D];
       if (w !== undefined) for (var k in w) if (keys.indexOf(k) === -1) keys.push(k);
@@ -205,7 +205,7 @@ export const PRELUDE = String.raw`
     if (d !== undefined) d.forEach(function (k) { ops += (tag === 'P' ? 'D' : 'X') + str(k); });
     return ops;
   }
-  function settle(i, t, proxy, r, mode, b) {
+  function settle(i, t, proxy, r, mode) {
     var out;
     if (mode === 'void') return;
     if (mode === 'value') {
@@ -223,12 +223,12 @@ export const PRELUDE = String.raw`
     } else {
       out = 'R' + str(json(r));
     }
-    (b || batch).out.push('@' + i + ';' + out);
+    t.b.out.push('@' + i + ';' + out);
   }
   function failure(i, e, b) {
     var name = e !== null && typeof e === 'object' && typeof e.name === 'string' ? e.name : 'Error';
     var message = e !== null && typeof e === 'object' && 'message' in e ? String(e.message) : String(e);
-    (b || batch).out.push('@' + i + ';E' + str(name) + str(message));
+    b.out.push('@' + i + ';E' + str(name) + str(message));
   }
 
   // --- the batch runner the host calls ---------------------------------------------------------------
@@ -236,43 +236,44 @@ export const PRELUDE = String.raw`
   var meta = null;
   function run(method, mode, id, n, start) {
     var fn = methods[method];
-    if (batch === null || batch.id !== id) batch = { id: id, tops: Object.create(null), props: Object.create(null), keys: undefined, out: [], pending: new Set() };
+    var b = batches.get(id);
+    if (b === undefined) batches.set(id, b = { id: id, tops: Object.create(null), props: Object.create(null), keys: undefined, out: [], pending: new Set() });
     for (var i = start; i < n; i++) {
       current = i;
-      var t = { i: i };
+      var t = { i: i, b: b };
       var proxy = new Proxy(t, EVENT);
       var r;
       try {
         r = fn(proxy, meta);
       } catch (e) {
-        failure(i, e);
+        failure(i, e, b);
         continue;
       }
       if (r !== proxy && r !== null && typeof r === 'object' && typeof r.then === 'function') {
-        batch.pending.add(i);
-        (function (b, i, t, proxy) {
-          r.then(function (v) { if (!b.pending.delete(i)) return; try { settle(i, t, proxy, v, mode, b); } catch (e) { failure(i, e, b); } },
-                 function (e) { if (b.pending.delete(i)) failure(i, e, b); });
-        })(batch, i, t, proxy);
+        b.pending.add(i);
+        (function (i, t, proxy) {
+          r.then(function (v) { if (!t.b.pending.delete(i)) return; try { settle(i, t, proxy, v, mode); } catch (e) { failure(i, e, t.b); } },
+                 function (e) { if (t.b.pending.delete(i)) failure(i, e, t.b); });
+        })(i, t, proxy);
         continue;
       }
-      try { settle(i, t, proxy, r, mode); } catch (e) { failure(i, e); }
+      try { settle(i, t, proxy, r, mode); } catch (e) { failure(i, e, b); }
     }
     current = -1;
-    return batch.pending.size;
+    return b.pending.size;
   }
   // Events whose promise has not settled, comma-separated.
   function pending(id) {
-    if (batch === null || batch.id !== id) return '';
-    return Array.from(batch.pending).join(',');
+    var b = batches.get(id);
+    return b === undefined ? '' : Array.from(b.pending).join(',');
   }
   function collect(id) {
-    if (batch === null || batch.id !== id) return '';
-    var out = batch.out.join('');
-    // A promise that settles later (after a timeout) finds its batch gone and records nothing.
-    batch.pending.clear();
-    batch = null;
-    return out;
+    var b = batches.get(id);
+    if (b === undefined) return '';
+    batches.delete(id);
+    // A promise that settles later (after a timeout) finds nothing pending and records nothing.
+    b.pending.clear();
+    return b.out.join('');
   }
   function progress() { return current; }
   // Other calls (setupPlugin, teardownPlugin, runEvery*, jobs): meta as the last argument, the

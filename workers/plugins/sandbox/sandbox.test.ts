@@ -114,7 +114,7 @@ describe('plugin sandbox', () => {
   });
 
   it('sandbox - allocating without bound is stopped by the memory limit', async () => {
-    const s = await sandbox('const kept: number[][] = []\nexport function processEvent(event) { for (;;) kept.push(new Array(100000).fill(kept.length)) }', { limits: { memoryBytes: 8 * 1024 * 1024 } });
+    const s = await sandbox('const kept: object[] = []\nexport function processEvent(event) { for (;;) kept.push({ n: kept.length, list: [kept.length, "item " + kept.length] }) }', { limits: { memoryBytes: 8 * 1024 * 1024, cpuMs: 10_000 } });
     const out = await s.runBatch('processEvent', 'event', events(1));
     expect(out).toEqual([{ kind: 'error', index: 0, name: 'InternalError', message: 'out of memory' }]);
   });

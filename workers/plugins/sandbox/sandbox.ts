@@ -92,6 +92,7 @@ export class Sandbox {
   readonly methods: ReadonlySet<string>;
   private deadline = 0;
   private disposedFlag = false;
+  private brokenFlag = false;
   private batchSeq = 0;
   private readonly batches = new Map<number, SandboxBatch>();
   private readonly deferreds = new Set<QuickJSDeferredPromise>();
@@ -190,6 +191,11 @@ export class Sandbox {
     return this.disposedFlag;
   }
 
+  /** The engine failed (ran out of memory where even an error cannot be made): replace it. */
+  get broken(): boolean {
+    return this.brokenFlag;
+  }
+
   /**
    * Runs `method` on every event of the batch in the engine (one crossing, plus one per field the
    * plugin reads). Outcomes come back for events that did not come back unchanged; an event that
@@ -207,7 +213,13 @@ export class Sandbox {
       for (let start = 0; ; ) {
         const result = this.callApi(this.api.run, [method, mode, id, n, start]);
         if (result.ok) break;
-        if (!isInterrupt(result.error)) this.fail(result.error);
+        if (!isInterrupt(result.error)) {
+          // The engine itself failed (its heap is full: even an exception cannot be made): every
+          // event of the batch failed, and the engine is of no further use.
+          this.brokenFlag = true;
+          const e = result.error.message === 'null' || isOutOfMemory(result.error) ? { name: 'InternalError', message: 'out of memory' } : result.error;
+          return Array.from({ length: n }, (_, index): BatchOutcome => ({ kind: 'error', index, name: e.name, message: e.message }));
+        }
         const at = this.number(this.api.progress, []);
         // Blamed only when it had the whole budget to itself; otherwise it runs again from there.
         if (at === start) {

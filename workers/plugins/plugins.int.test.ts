@@ -1,0 +1,179 @@
+// The plugin runtime as a user sees it: plugins saved and configured through the admin API, events
+// published as ingest does, PROCESSED and the config's logs read back (test/plugins/harness.ts).
+import { describe, expect, it } from 'vitest';
+import { startPluginRig } from '../../test/plugins/harness.js';
+import { capture, publishEvents } from '../../test/workers/harness.js';
+
+describe('plugin runtime', () => {
+  it('transformations - change and drop events in order; PROCESSED holds what they left, with $plugins_succeeded', async () => {
+    await using rig = await startPluginRig();
+    const tagger = await rig.install(
+      `export function processEvent(event) {
+        if (event.event === 'drop me') return null
+        event.properties.tagged = 'by ' + event.team_id
+        return event
+      }`,
+      { name: 'Tagger', order: 1 },
+    );
+    const renamer = await rig.install(
+      `export function processEvent(event) {
+        if (event.properties.tagged) event.event = event.event + ' (seen)'
+        return event
+      }`,
+      { name: 'Renamer', order: 2 },
+    );
+    const p = rig.user.projectId;
+    const events = [capture(p, 'first', 'u1', { a: 1 }), capture(p, 'drop me', 'u1'), capture(p, 'second', 'u2', { $set: { plan: 'pro' } })];
+    await publishEvents(rig.js, events, { perMessage: 3 });
+    const lines = await rig.processed(2);
+    await new Promise((r) => setTimeout(r, 500));
+    // The dropped event is on PROCESSED neither now nor later (shards may publish in any order).
+    expect((await rig.processed(2)).map((l) => l.uuid).sort()).toEqual([events[0]!.uuid, events[2]!.uuid].sort());
+    const byUuid = new Map(lines.map((l) => [l.uuid, l]));
+    const labels = [`Tagger (${tagger.configId})`, `Renamer (${renamer.configId})`];
+    expect(byUuid.get(events[0]!.uuid)).toMatchObject({ event: 'first (seen)', properties: { a: 1, tagged: `by ${p}`, $plugins_succeeded: labels } });
+    expect(byUuid.get(events[0]!.uuid)!.properties.$plugins_failed).toBeUndefined();
+    // The person follows the transformed event.
+    expect(byUuid.get(events[2]!.uuid)).toMatchObject({ event: 'second (seen)', person_id: expect.any(String), properties: { $set: { plan: 'pro' }, tagged: `by ${p}` } });
+    const metrics = await fetch(`${rig.worker.statusUrl}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/spate_worker_plugin_events_total\{method="processEvent",outcome="dropped"[^}]*\} 1\n/);
+    expect(metrics).toMatch(/spate_worker_events_processed_total\{kind="dropped"[^}]*\} 1\n/);
+  });
+
+  it('transformations - a throwing and a looping plugin crash nothing and stall nothing: events go on unchanged, ERRORs name plugin and event', async () => {
+    await using rig = await startPluginRig({ PLUGIN_BREAKER: '0/100', PLUGIN_BREAKER_TIMEOUTS: '0' });
+    const thrower = await rig.install("export function processEvent(event) { if (event.event === 'bad') throw new Error('nope: ' + event.distinct_id); event.properties.ok = 1; return event }", { name: 'Thrower', order: 1 });
+    const looper = await rig.install("export function processEvent(event) { if (event.event === 'loop') { while (true) {} } return event }", { name: 'Looper', order: 2 });
+    const p = rig.user.projectId;
+    const events = [capture(p, 'bad', 'u1', { x: 1 }), capture(p, 'loop', 'u2'), capture(p, 'fine', 'u3')];
+    const started = Date.now();
+    await publishEvents(rig.js, events, { perMessage: 3 });
+    const lines = await rig.processed(3);
+    expect(Date.now() - started).toBeLessThan(15_000);
+    const byUuid = new Map(lines.map((l) => [l.uuid, l]));
+    expect(byUuid.get(events[0]!.uuid)!.properties).toEqual({ x: 1, $plugins_succeeded: [`Looper (${looper.configId})`], $plugins_failed: [`Thrower (${thrower.configId})`] });
+    expect(byUuid.get(events[1]!.uuid)!.properties).toEqual({ ok: 1, $plugins_succeeded: [`Thrower (${thrower.configId})`], $plugins_failed: [`Looper (${looper.configId})`] });
+    expect(byUuid.get(events[2]!.uuid)!.properties).toMatchObject({ ok: 1, $plugins_succeeded: [`Thrower (${thrower.configId})`, `Looper (${looper.configId})`] });
+    await rig.waitForLog(thrower.configId, 'the ERROR of the throw', (l) => l.type === 'ERROR' && l.source === 'PLUGIN');
+    const errors = (await rig.logs(thrower.configId)).filter((l) => l.type === 'ERROR');
+    expect(errors.map((l) => l.message)).toEqual([`processEvent threw Error: nope: u1 on event ${events[0]!.uuid} ("bad"): the event goes on as it was before this plugin`]);
+    await rig.waitForLog(looper.configId, 'the ERROR of the loop', (l) => l.type === 'ERROR' && l.message.includes(events[1]!.uuid) && l.message.includes('ran for more than 100 ms of CPU time'));
+    // The worker is still up and processing.
+    expect(rig.worker.ready()).toBe(true);
+    await publishEvents(rig.js, [capture(p, 'later', 'u4')]);
+    await rig.processed(4);
+    // The live page counts plugin errors from the stored logs.
+    const figures = (await rig.f.api('GET', '/live/figures')).body as { activity?: { pluginErrorsLastHour: number } };
+    expect(figures.activity?.pluginErrorsLastHour).toBeGreaterThanOrEqual(2);
+  });
+
+  it('plugins - a plugin that allocates without bound is stopped by the memory limit; the event goes on', async () => {
+    await using rig = await startPluginRig({ PLUGIN_MEMORY_LIMIT: '8MiB', PLUGIN_CPU_TIMEOUT: '10s' });
+    const hog = await rig.install('const kept: object[] = []\nexport function processEvent(event) { for (;;) kept.push({ n: kept.length, list: [kept.length, "item " + kept.length] }) }', { name: 'Hog' });
+    const p = rig.user.projectId;
+    const event = capture(p, 'e', 'u1', { y: 2 });
+    await publishEvents(rig.js, [event]);
+    const [line] = await rig.processed(1);
+    expect(line!.properties).toEqual({ y: 2, $plugins_succeeded: [], $plugins_failed: [`Hog (${hog.configId})`] });
+    await rig.waitForLog(hog.configId, 'out of memory', (l) => l.type === 'ERROR' && l.message.includes('out of memory'));
+  });
+
+  it('plugins - setupPlugin is retried, then the config is disabled with SYSTEM logs saying why', async () => {
+    await using rig = await startPluginRig({ PLUGIN_SETUP_ATTEMPTS: '3' });
+    const broken = await rig.install("export async function setupPlugin({ config }) { throw new Error('cannot reach ' + config.host + ' with ' + config.apiKey) }\nexport const processEvent = (e) => e", {
+      name: 'Broken',
+      config: { host: 'db.example', apiKey: 'sk-very-secret' },
+      configSchema: [{ key: 'host', type: 'string' }, { key: 'apiKey', type: 'string', secret: true }],
+    });
+    await publishEvents(rig.js, [capture(rig.user.projectId, 'e', 'u1')]);
+    await rig.waitForLog(broken.configId, 'the last attempt', (l) => l.source === 'SYSTEM' && l.message.includes('Disabling the plugin after 3 attempts'));
+    const system = (await rig.logs(broken.configId)).filter((l) => l.source === 'SYSTEM').map((l) => [l.type, l.message.replace(/instance ID [0-9a-f-]+/, 'instance ID …')]);
+    expect(system.filter(([type]) => type === 'INFO')).toEqual(Array.from({ length: 3 }, () => ['INFO', 'Plugin loaded (instance ID …).']));
+    expect(system.filter(([type]) => type === 'ERROR')).toEqual([
+      ['ERROR', 'setupPlugin failed (instance ID …): Error: cannot reach db.example with ***. Retrying in 0.2 s.'],
+      ['ERROR', 'setupPlugin failed (instance ID …): Error: cannot reach db.example with ***. Retrying in 0.4 s.'],
+      ['ERROR', 'setupPlugin failed (instance ID …): Error: cannot reach db.example with ***. Disabling the plugin after 3 attempts.'],
+    ]);
+    await waitFor(async () => (await rig.config(broken.configId)).enabled === false);
+    // The secret never reached the logs.
+    expect(JSON.stringify(await rig.logs(broken.configId))).not.toContain('sk-very-secret');
+  });
+
+  it('plugins - meta.config (secrets decrypted), meta.global, meta.storage, meta.cache and console reach the plugin', async () => {
+    await using rig = await startPluginRig();
+    const plugin = await rig.install(
+      `export async function setupPlugin({ config, global, storage }) {
+        global.greeting = 'hello ' + config.name
+        const runs = ((await storage.get('runs', 0)) as number) + 1
+        await storage.set('runs', runs)
+        global.runs = runs
+        console.log('set up', { runs, key: config.key })
+      }
+      export async function processEvent(event, { global, cache }) {
+        event.properties.greeting = global.greeting
+        event.properties.runs = global.runs
+        event.properties.count = await cache.incr('events')
+        await cache.set('last', event.distinct_id, 60)
+        event.properties.last = await cache.get('last')
+        return event
+      }`,
+      { name: 'Meta', config: { name: 'world', key: 'k-secret-1234' }, configSchema: [{ key: 'name', type: 'string' }, { key: 'key', type: 'string', secret: true }] },
+    );
+    const p = rig.user.projectId;
+    await publishEvents(rig.js, [capture(p, 'a', 'u1')]);
+    const [first] = await rig.processed(1);
+    expect(first!.properties).toMatchObject({ greeting: 'hello world', runs: 1, count: 1, last: 'u1' });
+    await rig.waitForLog(plugin.configId, 'the console line', (l) => l.source === 'CONSOLE');
+    const consoleLines = (await rig.logs(plugin.configId)).filter((l) => l.source === 'CONSOLE');
+    expect(consoleLines).toEqual([expect.objectContaining({ type: 'LOG', message: 'set up {"runs":1,"key":"***"}' })]);
+    // A second worker sets the plugin up again: storage persisted, the cache is shared.
+    await rig.worker.stop();
+    await rig.startWorker();
+    await publishEvents(rig.js, [capture(p, 'b', 'u2')]);
+    const lines = await rig.processed(2);
+    expect(lines[1]!.properties).toMatchObject({ greeting: 'hello world', runs: 2, count: 2, last: 'u2' });
+  });
+
+  it('plugins - the circuit breaker disables a plugin that keeps failing; events flow meanwhile', async () => {
+    await using rig = await startPluginRig({ PLUGIN_BREAKER: '5/10' });
+    const flaky = await rig.install("export function processEvent(event) { throw new Error('always') }", { name: 'Flaky' });
+    const p = rig.user.projectId;
+    await publishEvents(rig.js, Array.from({ length: 12 }, (_, i) => capture(p, 'e', `u${i}`)), { perMessage: 12 });
+    const lines = await rig.processed(12);
+    // Failed while it ran; after the breaker opened (or the config was disabled) not run at all.
+    const label = `Flaky (${flaky.configId})`;
+    expect(lines.filter((l) => (l.properties.$plugins_succeeded as string[] | undefined)?.includes(label))).toEqual([]);
+    expect(lines.filter((l) => (l.properties.$plugins_failed as string[] | undefined)?.includes(label)).length).toBeGreaterThanOrEqual(5);
+    await rig.waitForLog(flaky.configId, 'the breaker', (l) => l.source === 'SYSTEM' && l.message.startsWith('Disabled by the circuit breaker: 5 of its last 10 events failed'));
+    await waitFor(async () => (await rig.config(flaky.configId)).enabled === false);
+    // Disabled: later events are not run through it at all.
+    await publishEvents(rig.js, [capture(p, 'after', 'u99')]);
+    const after = (await rig.processed(13)).find((l) => l.event === 'after')!;
+    expect(after.properties.$plugins_failed).toBeUndefined();
+    expect(after.properties.$plugins_succeeded).toBeUndefined();
+  });
+
+  it('plugins - saving new code reaches the running worker: the old instance is torn down, the new one set up', async () => {
+    await using rig = await startPluginRig();
+    const v = await rig.install("export function processEvent(event) { event.properties.version = 1; return event }\nexport function teardownPlugin() { console.log('teardown v1') }", { name: 'Versioned' });
+    const p = rig.user.projectId;
+    await publishEvents(rig.js, [capture(p, 'a', 'u1')]);
+    expect((await rig.processed(1))[0]!.properties.version).toBe(1);
+    const saved = await rig.f.api('PATCH', `/api/organizations/${rig.user.organizationId}/pipeline_transformations/${v.pluginId}/update_source/`, {
+      key: rig.user.key,
+      body: { 'index.ts': 'export function processEvent(event) { event.properties.version = 2; return event }' },
+    });
+    expect(saved.status).toBe(200);
+    await rig.waitForLog(v.configId, 'the teardown', (l) => l.message === 'teardown v1');
+    await publishEvents(rig.js, [capture(p, 'b', 'u1')]);
+    expect((await rig.processed(2))[1]!.properties.version).toBe(2);
+  });
+});
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}

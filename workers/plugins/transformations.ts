@@ -1,0 +1,233 @@
+// Transformations (docs/plugins.md, "Transformations"): the event hook that runs, on each batch
+// of the persons role, before person processing, the processEvent of every enabled config of the
+// events' project, in `order`, each on the batch's events of that project at once (one sandbox
+// call). Returning the event (changed or not) lets it go on; null drops it (counted); a throw, a
+// timeout, a change of team_id or a result that cannot be an event leave the event as it was
+// before that plugin, with an ERROR naming the plugin and the event. Each event records the
+// plugins that ran on it in $plugins_succeeded and those that failed in $plugins_failed.
+//
+// Replays: the hook runs again whenever a batch does (retries, replays after a crash, the trials
+// that isolate a poison event). What the runtime decides is the same each time (order, lists,
+// limits); what a plugin computes is the same when its code is (no Math.random, Date, fetch,
+// cache or storage in processEvent): docs/plugins.md, "Replays", says what differs otherwise.
+import type { CapturedEvent, Logger } from '../../lib/index.js';
+import { errorText, type BeforePersonsHook, type HookBatch } from '../coordination/index.js';
+import type { PluginCatalog } from './catalog.js';
+import type { PluginInstance } from './instance.js';
+import type { PluginMetrics } from './metrics.js';
+import type { EventOutcome, SandboxEvent } from './sandbox/index.js';
+
+/** Fields of a captured event a plugin may not change (the plugin sees team_id for the project). */
+const FIXED_TOP = new Set(['team_id', 'token', 'project_id']);
+
+interface Working {
+  /** Index in the hook's batch. */
+  index: number;
+  /** The event as the plugins so far left it (the captured one until one changes it). */
+  view: SandboxEvent & Record<string, unknown>;
+  /** Properties added that the captured event did not have (the cheap path), while `changed` is false. */
+  added: Record<string, unknown> | undefined;
+  changed: boolean;
+  dropped: boolean;
+  succeeded: string[];
+  failed: string[];
+}
+
+export interface TransformationOptions {
+  /** Largest change a plugin may make to one event, in characters of its result (its message must fit NATS). */
+  maxChangeChars: () => number;
+}
+
+function describe(event: SandboxEvent): string {
+  const e = event as Partial<CapturedEvent>;
+  return `event ${String(e.uuid)} (${JSON.stringify(String(e.event)).slice(0, 200)})`;
+}
+
+/** The captured event again from what a plugin returned as a whole; a message when it cannot be one. */
+function capturedFrom(result: unknown, original: CapturedEvent, teamId: number): CapturedEvent | string {
+  if (typeof result !== 'object' || result === null || Array.isArray(result)) return 'returned something that is not an event';
+  const r = result as Record<string, unknown>;
+  if (r.team_id !== undefined && r.team_id !== teamId) return `changed team_id to ${JSON.stringify(r.team_id)}: the team of an event cannot be changed`;
+  for (const field of ['uuid', 'event', 'distinct_id', 'timestamp'] as const) {
+    if (typeof r[field] !== 'string' || r[field] === '') return `returned an event without a ${field}`;
+  }
+  if (typeof r.properties !== 'object' || r.properties === null || Array.isArray(r.properties)) return 'returned an event whose properties are not an object';
+  const { team_id: _team, ...rest } = r;
+  return { ...rest, token: original.token, project_id: original.project_id } as unknown as CapturedEvent;
+}
+
+/** Applies a patch to the working event; a message when it may not be applied. */
+function applyPatch(w: Working, patch: Extract<EventOutcome, { kind: 'patch' }>, original: CapturedEvent): string | undefined {
+  for (const [key] of patch.top) if (FIXED_TOP.has(key)) return `changed ${key}: the ${key === 'team_id' ? 'team of an event' : `${key} of an event`} cannot be changed`;
+  for (const key of patch.topDeleted) if (FIXED_TOP.has(key) || key === 'uuid' || key === 'event' || key === 'distinct_id') return `deleted ${key}, which an event needs`;
+  if (patch.replaced !== undefined && (typeof patch.replaced !== 'object' || patch.replaced === null || Array.isArray(patch.replaced))) return 'set properties to something that is not an object';
+  const additive = patch.top.length === 0 && patch.topDeleted.length === 0 && patch.propertiesDeleted.length === 0 && patch.replaced === undefined &&
+    patch.properties.every(([k, v]) => v !== undefined && !Object.hasOwn(original.properties, k));
+  const properties = { ...(patch.replaced ?? w.view.properties) };
+  for (const [k, v] of patch.properties) {
+    if (v === undefined) delete properties[k];
+    else properties[k] = v;
+  }
+  for (const k of patch.propertiesDeleted) delete properties[k];
+  const view: Record<string, unknown> = { ...w.view, properties };
+  for (const [k, v] of patch.top) {
+    if (v === undefined) delete view[k];
+    else view[k] = v;
+  }
+  for (const k of patch.topDeleted) delete view[k];
+  for (const field of ['uuid', 'event', 'distinct_id', 'timestamp'] as const) {
+    if (typeof view[field] !== 'string' || view[field] === '') return `set ${field} to something that is not a non-empty string`;
+  }
+  w.view = view as Working['view'];
+  if (additive && !w.changed) {
+    w.added ??= {};
+    for (const [k, v] of patch.properties) w.added[k] = v;
+  } else {
+    w.changed = true;
+  }
+  return undefined;
+}
+
+export function transformationHook(catalog: PluginCatalog, metrics: PluginMetrics, options: TransformationOptions, logger: Logger): BeforePersonsHook {
+  return async (batch: HookBatch) => {
+    if (catalog.noTransformations) return;
+    const byProject = new Map<number, number[]>();
+    for (let i = 0; i < batch.events.length; i++) {
+      const projectId = batch.events[i]!.projectId;
+      if (!catalog.transformations(projectId)) continue;
+      let list = byProject.get(projectId);
+      if (!list) byProject.set(projectId, (list = []));
+      list.push(i);
+    }
+    for (const [teamId, indexes] of byProject) {
+      const configs = catalog.transformations(teamId);
+      if (!configs) continue;
+      const working: Working[] = indexes.map((index) => ({
+        index,
+        view: batch.events[index]!.event,
+        added: undefined,
+        changed: false,
+        dropped: false,
+        succeeded: [],
+        failed: [],
+      }));
+      for (const entry of configs) {
+        const instance = catalog.acquire(teamId, entry);
+        await runOne(instance, teamId, working, batch, metrics, options).catch((err: unknown) => {
+          // The runtime's own failure (never a plugin's): the events go on without this plugin.
+          logger.error({ err: errorText(err), configId: entry.id }, 'running a transformation failed');
+          for (const w of working) if (!w.dropped) w.failed.push(instance.label);
+        });
+      }
+      finish(working, batch);
+    }
+  };
+}
+
+async function runOne(instance: PluginInstance, teamId: number, working: Working[], batch: HookBatch, metrics: PluginMetrics, options: TransformationOptions): Promise<void> {
+  const live = working.filter((w) => !w.dropped);
+  if (live.length === 0) return;
+  if (!(await instance.ready()) || !instance.has('processEvent')) {
+    if (instance.state === 'ready') return; // loaded, but exports no processEvent: not a transformation
+    for (const w of live) w.failed.push(instance.label);
+    metrics.events.inc({ method: 'processEvent', outcome: 'skipped' }, live.length);
+    return;
+  }
+  const started = performance.now();
+  const outcomes = await instance.runBatch('processEvent', 'event', { teamId, events: live.map((w) => w.view) });
+  metrics.batchSeconds.observe({ method: 'processEvent' }, (performance.now() - started) / 1000);
+  if (!outcomes) {
+    for (const w of live) w.failed.push(instance.label);
+    metrics.events.inc({ method: 'processEvent', outcome: 'skipped' }, live.length);
+    return;
+  }
+  let failed = 0;
+  let timedOut = 0;
+  let changed = 0;
+  let dropped = 0;
+  const touched = new Set<number>();
+  const fail = (w: Working, message: string) => {
+    w.failed.push(instance.label);
+    instance.log('PLUGIN', 'ERROR', `processEvent ${message} on ${describe(w.view)}: the event goes on as it was before this plugin`);
+  };
+  const maxChange = options.maxChangeChars();
+  for (const o of outcomes) {
+    const w = live[o.index]!;
+    touched.add(o.index);
+    const original = batch.events[w.index]!.event;
+    switch (o.kind) {
+      case 'timeout':
+        timedOut++;
+        fail(w, o.message);
+        break;
+      case 'error':
+        failed++;
+        fail(w, `threw ${o.name}: ${o.message}`);
+        break;
+      case 'null':
+        dropped++;
+        w.dropped = true;
+        break;
+      case 'patch': {
+        const problem = o.size > maxChange ? `returned a change of ${o.size} characters (at most ${maxChange})` : applyPatch(w, o, original);
+        if (problem) {
+          failed++;
+          fail(w, problem);
+        } else {
+          changed++;
+          w.succeeded.push(instance.label);
+        }
+        break;
+      }
+      case 'result': {
+        const result = o.size > maxChange ? `returned an event of ${o.size} characters (at most ${maxChange})` : capturedFrom(o.value, original, teamId);
+        if (typeof result === 'string') {
+          failed++;
+          fail(w, result);
+        } else {
+          changed++;
+          w.view = { ...result, team_id: teamId };
+          w.changed = true;
+          w.added = undefined;
+          w.succeeded.push(instance.label);
+        }
+        break;
+      }
+    }
+  }
+  for (let i = 0; i < live.length; i++) if (!touched.has(i)) live[i]!.succeeded.push(instance.label);
+  const ok = live.length - touched.size;
+  instance.record(ok + changed + dropped, failed, timedOut);
+  if (ok > 0) metrics.events.inc({ method: 'processEvent', outcome: 'ok' }, ok);
+  if (changed > 0) metrics.events.inc({ method: 'processEvent', outcome: 'changed' }, changed);
+  if (dropped > 0) metrics.events.inc({ method: 'processEvent', outcome: 'dropped' }, dropped);
+  if (failed > 0) metrics.events.inc({ method: 'processEvent', outcome: 'failed' }, failed);
+  if (timedOut > 0) metrics.events.inc({ method: 'processEvent', outcome: 'timeout' }, timedOut);
+}
+
+/** The events as the plugins left them, with $plugins_succeeded / $plugins_failed, back in the batch. */
+function finish(working: Working[], batch: HookBatch): void {
+  // Most events share one outcome: one lists object (and one JSON of it) for all of them.
+  const shared = new Map<string, Record<string, unknown>>();
+  for (const w of working) {
+    if (w.dropped) {
+      batch.drop(w.index);
+      continue;
+    }
+    const key = `${w.succeeded.join('\u0000')}\u0001${w.failed.join('\u0000')}`;
+    let lists = shared.get(key);
+    if (!lists) {
+      lists = { $plugins_succeeded: w.succeeded };
+      if (w.failed.length > 0) lists.$plugins_failed = w.failed;
+      shared.set(key, lists);
+    }
+    if (w.changed) {
+      const { team_id: _team, ...view } = w.view as Record<string, unknown>;
+      const original = batch.events[w.index]!.event;
+      const event = { ...view, token: original.token, project_id: original.project_id, properties: { ...(view.properties as object), ...lists } };
+      batch.replace(w.index, event as unknown as CapturedEvent);
+    } else {
+      batch.addProperties(w.index, w.added ? { ...w.added, ...lists } : lists);
+    }
+  }
+}
