@@ -1,6 +1,6 @@
 // Draws the charts of benchmark reports again from their JSON, without measuring anything: after
 // a change to the charts (bench/lib/charts.ts), the committed reports get the new drawing.
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseBenchArgs, usageError } from './lib/cli.js';
@@ -14,7 +14,7 @@ const USAGE = `usage: npx tsx bench/charts.ts [--out DIR] [REPORT.json…]
 
 Draws the SVG charts of benchmark reports (<name>-throughput.svg, <name>-latency.svg,
 <name>-e2e-lag.svg) from the figures in their JSON, beside each report or into DIR. Without a
-REPORT, every report in bench/results/.
+REPORT, every report of npm run bench in bench/results/ (other programs' JSON there is skipped).
 
   --out DIR     write the charts here instead of beside each report
   -h, --help    this text`;
@@ -28,6 +28,7 @@ const reports = positionals.length
       .sort()
       .map((f) => join(RESULTS, f));
 if (reports.length === 0) usageError(USAGE, `no reports in ${RESULTS}`);
+if (values.out) mkdirSync(values.out, { recursive: true });
 
 for (const report of reports) {
   let data: SuiteChartData;
@@ -36,7 +37,12 @@ for (const report of reports) {
   } catch (err) {
     usageError(USAGE, `${report}: ${(err as Error).message}`);
   }
-  if (typeof data?.capture !== 'object') usageError(USAGE, `${report}: not a benchmark report (no data.capture)`);
+  if (typeof data?.capture !== 'object') {
+    // bench/results/ also holds other programs' JSON (bench/streams, …): skipped there, refused when named.
+    if (positionals.length) usageError(USAGE, `${report}: not a report of npm run bench (no data.capture)`);
+    console.log(`${report}: not a report of npm run bench, skipped`);
+    continue;
+  }
   const name = basename(report, '.json');
   const markdown = await suiteCharts(data, values.out ?? dirname(report), name);
   const drawn = [...markdown.matchAll(/\(([^)]+\.svg)\)/g)].map((m) => m[1]);

@@ -2,7 +2,7 @@
 // it draws its bars and lines (a bar of zero length is a chart that says nothing) and fits a page.
 // And the committed charts are what the chart code draws from the committed figures.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -71,6 +71,7 @@ describe('charts in the docs', () => {
     await close();
   });
 
+  // bench/results/ also holds JSON of other programs (bench/streams): the run over all of it skips them.
   it('charts - the committed charts are what bench/charts.ts draws from the committed figures', { timeout: 120_000 }, async () => {
     const out = mkdtempSync(join(tmpdir(), 'spate-charts-'));
     try {
@@ -80,6 +81,32 @@ describe('charts in the docs', () => {
       for (const f of committed) expect(readFileSync(join(out, f), 'utf8') === readFileSync(join(results, f), 'utf8'), `${f} is out of date: run npx tsx bench/charts.ts`).toBe(true);
     } finally {
       rmSync(out, { recursive: true, force: true });
+    }
+  });
+
+  it('charts - bench/charts.ts REPORT draws that report\'s charts alone, into a --out directory it makes', { timeout: 120_000 }, async () => {
+    // The one-report line of docs/benchmarks.md, with the output sent elsewhere.
+    const line = readFileSync(join(root, 'docs/benchmarks.md'), 'utf8').split('\n').find((l) => /^npx tsx bench\/charts\.ts bench\/results\/\S+\.json\s/.test(l));
+    expect(line).toBeDefined();
+    const report = line!.split(/\s+/)[3]!;
+    const out = join(mkdtempSync(join(tmpdir(), 'spate-charts-')), 'not-yet');
+    try {
+      await promisify(execFile)(process.execPath, ['--import', 'tsx', join(root, 'bench/charts.ts'), report, '--out', out], { cwd: root });
+      const name = report.replace(/^.*\//, '').replace(/\.json$/, '');
+      const drawn = readdirSync(out).sort();
+      expect(drawn).toEqual(readdirSync(results).filter((f) => f.startsWith(`${name}-`) && f.endsWith('.svg')).sort());
+      expect(drawn.length).toBeGreaterThan(0);
+      // Another program's JSON, named: refused with the usage (in bench/results/ it is skipped).
+      const other = join(dirname(out), 'other.json');
+      writeFileSync(other, JSON.stringify({ run: {}, data: { streams: [] } }));
+      const refused = await promisify(execFile)(process.execPath, ['--import', 'tsx', join(root, 'bench/charts.ts'), other], { cwd: root }).then(
+        () => ({ code: 0, stderr: '' }),
+        (err: { code: number; stderr: string }) => err,
+      );
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain('not a report of npm run bench');
+    } finally {
+      rmSync(dirname(out), { recursive: true, force: true });
     }
   });
 });
