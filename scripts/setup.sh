@@ -5,6 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+usage="usage: npm run setup
+
+Installs the system packages Spate's tests and npm start need when they are missing (nats-server,
+the PostgreSQL server binaries, Chromium and the tools the tests run; with apt-get as root,
+otherwise it prints the apt-get command to run), then npm ci and the build. Safe to run again.
+NATS_SERVER_BIN, PG_BIN_DIR and CHROMIUM_BIN point it at binaries installed elsewhere."
+case "${1:-}" in
+  '') ;;
+  -h | --help) echo "$usage"; exit 0 ;;
+  *) printf 'unknown option: %s\n\n%s\n' "$1" "$usage" >&2; exit 2 ;;
+esac
+
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 if (( node_major < 20 )); then
   echo "setup: Node >= 20 is required (found $(node -v))" >&2

@@ -49,6 +49,7 @@ const commands: [name: string, file: string, args: string[]][] = [
   ['bench/exports/parquet-writers.ts', 'bench/exports/parquet-writers.ts', []],
   ['bench/ceilings/trivial-uws.ts', 'bench/ceilings/trivial-uws.ts', []],
   ['bench/baseline/server.ts', 'bench/baseline/server.ts', []],
+  ['the containers\' health check (node dist/deploy/docker/healthcheck.js)', 'deploy/docker/healthcheck.ts', []],
 ];
 
 describe.concurrent('--help', () => {
@@ -78,5 +79,22 @@ describe.concurrent('--help', () => {
     expect(r.stderr).toContain(problem);
     expect(r.stderr).toContain('usage: npm start');
     expect(r.stderr).not.toMatch(STACK_TRACE);
+  });
+
+  it('help - npm run setup -- --help prints its usage and installs nothing; an unknown option is refused', async () => {
+    const sh = (arg: string) =>
+      new Promise<Ran>((done) => {
+        execFile('bash', [resolve(root, 'scripts/setup.sh'), arg], { cwd: root, timeout: 20_000 }, (err, stdout, stderr) => {
+          done({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
+        });
+      });
+    const help = await sh('--help');
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^usage: npm run setup\n/);
+    expect(help.stdout).not.toContain('setup: ');
+    const refused = await sh('--no-such-option');
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('unknown option: --no-such-option');
+    expect(refused.stdout).toBe('');
   });
 });

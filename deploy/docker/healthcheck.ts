@@ -17,12 +17,28 @@ async function probe(url: string): Promise<string | undefined> {
   }
 }
 
+const USAGE = `usage: node dist/deploy/docker/healthcheck.js [--wait SECONDS] URL
+
+Exits 0 once GET URL answers 2xx (each try times out after 2 s), 1 otherwise: a container health
+check for images without curl or wget. With --wait it tries every second for that long.`;
+
 async function main(): Promise<number> {
-  const { values, positionals } = parseArgs({ options: { wait: { type: 'string', default: '0' } }, allowPositionals: true });
+  let parsed;
+  try {
+    parsed = parseArgs({ options: { wait: { type: 'string', default: '0' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: true });
+  } catch (err) {
+    console.error(`${err instanceof Error ? err.message : String(err)}\n\n${USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
   const waitSeconds = Number(values.wait);
   const [url, ...extra] = positionals;
   if (!url || extra.length > 0 || !Number.isFinite(waitSeconds) || waitSeconds < 0) {
-    console.error('usage: healthcheck.js [--wait SECONDS] URL');
+    console.error(USAGE);
     return 2;
   }
   const deadline = Date.now() + waitSeconds * 1000;
