@@ -18,6 +18,7 @@ import { writeEventsFile } from './lib/generate-events.js';
 import { asJson, markdownTable, median, writeResults } from './lib/report.js';
 import { runInfo } from './lib/run-info.js';
 import { describeError, runStage, stageSummary, type StageStatus } from './lib/stages.js';
+import { runPluginBench } from './plugins/stage.js';
 import { BASELINE, SPATE, STAGES, suiteCharts, suiteData, suiteTables, type StageName, type SuiteChartData, type SuiteState } from './lib/suite-report.js';
 import { captureScenarios, emptyCaptureResults, measureCapture } from './scenarios/capture.js';
 import { runEndToEnd } from './scenarios/e2e-cluster.js';
@@ -122,6 +123,7 @@ const limits: Record<StageName, number> = {
   'latency vs rate': 60 + 2 * scenarios.filter((s) => s.latency).length * (FRACTIONS.length + 1) * (durationS + latencyWarmupS + 5),
   'historical import': 60 + 2 * runs * 2 * (importDurationS + 15),
   'worker throughput': quick ? 150 : 900,
+  plugins: quick ? 60 : 300,
   exports: quick ? 120 : 600,
   // Start, warm-up, two flat-out phases and the constant rates, each with its drain.
   'e2e lag': 240 + (e2eFractions.length + 2) * (durationS + 120),
@@ -268,6 +270,13 @@ async function main(): Promise<void> {
       state.workers = await measureWorkerThroughput({ quick, signal, log });
     });
   } else skip('worker throughput', onlyReason);
+
+  // ---- plugins: the worker's batch path with and without one transformation, in one process ----
+  if (wanted('plugins', 'transformation')) {
+    await stage('plugins', async () => {
+      state.plugins = await runPluginBench({ quick, log });
+    });
+  } else skip('plugins', onlyReason);
 
   // ---- batch exports: one interval of 1M events (100k with --quick) to S3 and PostgreSQL ----
   if (wanted('exports', 'batch export')) {

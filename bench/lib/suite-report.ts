@@ -7,12 +7,13 @@ import type { CpuPerEvent, PipelineResult } from '../scenarios/e2e-pipeline.js';
 import type { ImportMeasurement } from '../scenarios/historical-import.js';
 import type { RatePoint } from '../scenarios/latency-vs-rate.js';
 import { exportThroughputTable, type ExportThroughputResult } from '../exports/throughput.js';
+import { pluginBenchTables, type PluginBenchResult } from '../plugins/stage.js';
 import { workerThroughputTable, type WorkerThroughputResult } from '../workers/throughput.js';
 import { latencyChart, throughputChart, type LatencyPoint, type ThroughputBar } from './charts.js';
 import { median, type Table } from './report.js';
 import { stageSummary, type StageStatus } from './stages.js';
 
-export const STAGES = ['capture scenarios', 'latency vs rate', 'historical import', 'worker throughput', 'exports', 'e2e lag'] as const;
+export const STAGES = ['capture scenarios', 'latency vs rate', 'historical import', 'worker throughput', 'plugins', 'exports', 'e2e lag'] as const;
 export type StageName = (typeof STAGES)[number];
 
 export const SPATE = 'Spate';
@@ -34,6 +35,7 @@ export interface SuiteState {
   latency: Map<string, RatePoint[]>;
   workers?: WorkerThroughputResult;
   exports?: ExportThroughputResult;
+  plugins?: PluginBenchResult;
   /** Events the e2e stage sent and had processed before measuring. */
   lagWarmUpEvents: number;
   /** Workers of the e2e stage's cluster. */
@@ -208,7 +210,10 @@ export function suiteTables(state: SuiteState): Table[] {
   };
   if (state.quick) targets.note = '--quick: a smoke test of every stage, not figures (1 s runs on a shared machine).';
 
-  return [stages, targets, captureTable, cpuTable, importTable, latencyTable, ...e2eTables, workersTable, exportsTable, ceilings];
+  const pluginTables: Table[] = state.plugins
+    ? pluginBenchTables(state.plugins)
+    : [{ title: 'Plugins: what one transformation adds to the worker (bench/plugins)', note: stageNote(state, 'plugins', false).trim(), columns: [], rows: [] }];
+  return [stages, targets, captureTable, cpuTable, importTable, latencyTable, ...e2eTables, workersTable, ...pluginTables, exportsTable, ceilings];
 }
 
 /** A fresh worker's CPU per event over its events 20k–30k ÷ over the last 30k of the warm-up. */
@@ -326,6 +331,7 @@ export function suiteData(state: SuiteState): unknown {
     e2e: state.e2e ?? null,
     workers: state.workers ?? null,
     exports: state.exports ?? null,
+    plugins: state.plugins ?? null,
   };
 }
 

@@ -11,7 +11,7 @@ import type { JsMsg } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { HEADER_EVENT_COUNT, type CapturedEvent, type StreamKind } from '../../lib/index.js';
-import { beginBatch, isTransientDbError, lockPosition, OwnershipLostError, planBatch } from '../coordination/index.js';
+import { beginBatch, isTransientDbError, lockPosition, OwnershipLostError, planBatch, type EventHooks } from '../coordination/index.js';
 import {
   bodyRoom,
   checkCapturedEvent,
@@ -157,8 +157,13 @@ function sourcesOf(messages: readonly JsMsg[]): SourceMessage[] {
  * event is checked like a captured line and written out from its new content; its dedup key
  * stays the captured one.
  */
-async function runHooks(ctx: PartitionContext, partition: PartitionState, events: BatchEvent[], bodies: readonly Buffer[]): Promise<BatchEvent[]> {
-  if (ctx.hooks.size === 0 || events.length === 0) return events;
+function runHooks(ctx: PartitionContext, partition: PartitionState, events: BatchEvent[], bodies: readonly Buffer[]): Promise<BatchEvent[]> {
+  return applyHooks(ctx.hooks, { stream: partition.streamName, shard: partition.shard }, events, bodies);
+}
+
+/** Runs the hooks on a batch's parsed events (`bodies`: its source messages); the events left. */
+export async function applyHooks(hooks: EventHooks, where: { stream: string; shard: number }, events: BatchEvent[], bodies: readonly Buffer[]): Promise<BatchEvent[]> {
+  if (hooks.size === 0 || events.length === 0) return events;
   const replaced = (entry: BatchEvent, event: CapturedEvent, hook: string) => {
     const problem = { reason: '' };
     const checked = checkCapturedEvent(event, problem);
@@ -167,9 +172,10 @@ async function runHooks(ctx: PartitionContext, partition: PartitionState, events
     entry.span = undefined;
     entry.insert = undefined;
   };
-  // The JSON of the last properties object added: hooks pass one object for many events.
+  // The JSON of the last properties object added, and its bytes: hooks pass one object for many events.
   let lastAdded: Readonly<Record<string, unknown>> | undefined;
   let lastJson = '';
+  let lastBytes: { empty: Buffer; more: Buffer } | undefined;
   const added = (entry: BatchEvent, properties: Readonly<Record<string, unknown>>, hook: string) => {
     const current = entry.event.properties;
     for (const key in properties) {
@@ -179,6 +185,7 @@ async function runHooks(ctx: PartitionContext, partition: PartitionState, events
     if (properties !== lastAdded) {
       lastAdded = properties;
       lastJson = JSON.stringify(properties);
+      lastBytes = undefined;
     }
     if (lastJson.length <= 2) return;
     // The event is this attempt's own parse: changed in place, as processing does.
@@ -192,11 +199,12 @@ async function runHooks(ctx: PartitionContext, partition: PartitionState, events
     }
     // `"k":v,…` after the object's `{` (a comma when it has members, or had some inserted before).
     const members = lastJson.slice(1, -1);
+    lastBytes ??= { empty: Buffer.from(members), more: Buffer.from(`${members},`) };
     const before = entry.insert?.bytes;
-    const text = before ? `${members},` : where.empty ? members : `${members},`;
-    entry.insert = { at: where.at, bytes: before ? Buffer.concat([Buffer.from(text), before]) : Buffer.from(text) };
+    const bytes = before || !where.empty ? lastBytes.more : lastBytes.empty;
+    entry.insert = { at: where.at, bytes: before ? Buffer.concat([bytes, before]) : bytes };
   };
-  return ctx.hooks.run({ stream: partition.streamName, shard: partition.shard }, events, replaced, added);
+  return hooks.run(where, events, replaced, added);
 }
 
 /** Group type indexes and the dedup partition the batch needs, made outside its transaction. Returns the dedup generation. */

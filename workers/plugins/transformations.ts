@@ -56,13 +56,21 @@ function capturedFrom(result: unknown, original: CapturedEvent, teamId: number):
   return { ...rest, token: original.token, project_id: original.project_id } as unknown as CapturedEvent;
 }
 
-/** Applies a patch to the working event; a message when it may not be applied. */
-function applyPatch(w: Working, patch: Extract<EventOutcome, { kind: 'patch' }>, original: CapturedEvent): string | undefined {
+/**
+ * Applies a patch to the working event; a message when it may not be applied. `needView`: whether a
+ * plugin after this one needs the event as changed (the last one's additions are only recorded).
+ */
+function applyPatch(w: Working, patch: Extract<EventOutcome, { kind: 'patch' }>, original: CapturedEvent, needView: boolean): string | undefined {
   for (const [key] of patch.top) if (FIXED_TOP.has(key)) return `changed ${key}: the ${key === 'team_id' ? 'team of an event' : `${key} of an event`} cannot be changed`;
   for (const key of patch.topDeleted) if (FIXED_TOP.has(key) || key === 'uuid' || key === 'event' || key === 'distinct_id') return `deleted ${key}, which an event needs`;
   if (patch.replaced !== undefined && (typeof patch.replaced !== 'object' || patch.replaced === null || Array.isArray(patch.replaced))) return 'set properties to something that is not an object';
   const additive = patch.top.length === 0 && patch.topDeleted.length === 0 && patch.propertiesDeleted.length === 0 && patch.replaced === undefined &&
     patch.properties.every(([k, v]) => v !== undefined && !Object.hasOwn(original.properties, k));
+  if (additive && !w.changed && !needView) {
+    w.added ??= {};
+    for (const [k, v] of patch.properties) w.added[k] = v;
+    return undefined;
+  }
   const properties = { ...(patch.replaced ?? w.view.properties) };
   for (const [k, v] of patch.properties) {
     if (v === undefined) delete properties[k];
@@ -111,9 +119,9 @@ export function transformationHook(catalog: PluginCatalog, metrics: PluginMetric
         succeeded: [],
         failed: [],
       }));
-      for (const entry of configs) {
+      for (const [at, entry] of configs.entries()) {
         const instance = catalog.acquire(teamId, entry);
-        await runOne(instance, teamId, working, batch, metrics, options).catch((err: unknown) => {
+        await runOne(instance, teamId, working, batch, metrics, options, at < configs.length - 1).catch((err: unknown) => {
           // The runtime's own failure (never a plugin's): the events go on without this plugin.
           logger.error({ err: errorText(err), configId: entry.id }, 'running a transformation failed');
           for (const w of working) if (!w.dropped) w.failed.push(instance.label);
@@ -124,7 +132,7 @@ export function transformationHook(catalog: PluginCatalog, metrics: PluginMetric
   };
 }
 
-async function runOne(instance: PluginInstance, teamId: number, working: Working[], batch: HookBatch, metrics: PluginMetrics, options: TransformationOptions): Promise<void> {
+async function runOne(instance: PluginInstance, teamId: number, working: Working[], batch: HookBatch, metrics: PluginMetrics, options: TransformationOptions, more: boolean): Promise<void> {
   const live = working.filter((w) => !w.dropped);
   if (live.length === 0) return;
   if (!(await instance.ready()) || !instance.has('processEvent')) {
@@ -169,7 +177,7 @@ async function runOne(instance: PluginInstance, teamId: number, working: Working
         w.dropped = true;
         break;
       case 'patch': {
-        const problem = o.size > maxChange ? `returned a change of ${o.size} characters (at most ${maxChange})` : applyPatch(w, o, original);
+        const problem = o.size > maxChange ? `returned a change of ${o.size} characters (at most ${maxChange})` : applyPatch(w, o, original, more);
         if (problem) {
           failed++;
           fail(w, problem);
@@ -209,17 +217,23 @@ async function runOne(instance: PluginInstance, teamId: number, working: Working
 function finish(working: Working[], batch: HookBatch): void {
   // Most events share one outcome: one lists object (and one JSON of it) for all of them.
   const shared = new Map<string, Record<string, unknown>>();
+  let everyOne: Record<string, unknown> | undefined;
+  const most = Math.max(...working.map((w) => w.succeeded.length));
   for (const w of working) {
     if (w.dropped) {
       batch.drop(w.index);
       continue;
     }
-    const key = `${w.succeeded.join('\u0000')}\u0001${w.failed.join('\u0000')}`;
-    let lists = shared.get(key);
-    if (!lists) {
-      lists = { $plugins_succeeded: w.succeeded };
-      if (w.failed.length > 0) lists.$plugins_failed = w.failed;
-      shared.set(key, lists);
+    let lists: Record<string, unknown> | undefined;
+    if (w.failed.length === 0 && w.succeeded.length === most) lists = everyOne ??= { $plugins_succeeded: w.succeeded };
+    else {
+      const key = `${w.succeeded.join('\u0000')}\u0001${w.failed.join('\u0000')}`;
+      lists = shared.get(key);
+      if (!lists) {
+        lists = { $plugins_succeeded: w.succeeded };
+        if (w.failed.length > 0) lists.$plugins_failed = w.failed;
+        shared.set(key, lists);
+      }
     }
     if (w.changed) {
       const { team_id: _team, ...view } = w.view as Record<string, unknown>;
