@@ -65,6 +65,17 @@ async function postgresDestination(): Promise<{ url: string; config: Record<stri
   return { url, config: { host: u.hostname, port: Number(u.port), user: 'postgres', password: 'unused', database: u.pathname.slice(1), schema: 'public', table_name: 'exported_events' } };
 }
 
+/** The value of the series of `name` whose labels include `labels` (NaN when there is none). */
+function metricValue(text: string, name: string, labels: Record<string, string>): number {
+  for (const line of text.split('\n')) {
+    const m = /^(\w+)\{(.*)\} (\S+)$/.exec(line);
+    if (m?.[1] !== name) continue;
+    const has = Object.fromEntries([...m[2]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
+    if (Object.entries(labels).every(([k, v]) => has[k] === v)) return Number(m[3]);
+  }
+  return Number.NaN;
+}
+
 describe('exports', () => {
   it('exports - a backfill to S3 writes one gzip JSONLines object per interval, each event of it once, read back', async () => {
     rig = await startExportRig();
@@ -124,6 +135,14 @@ describe('exports', () => {
     const second = await rig.waitForRun('the next scheduled run', (l) => !l.backfill_id && l.data_interval_start === new Date(end).toISOString() && l.status === 'Completed');
     expect(second.records_completed).toBe(1);
     expect(JSON.parse(second.cursor!).first_seq).toBe(cursor.last_seq + 1);
+    // What /metrics shows of it: the runs, their records, and how far behind the export is (its last
+    // completed interval ended ~3 s before now on the runner's clock; it is held by this worker).
+    const metrics = await rig.worker.metrics.registry.metrics();
+    expect(metricValue(metrics, 'spate_export_runs_total', { destination: 'Postgres', status: 'Completed' })).toBe(2);
+    expect(metricValue(metrics, 'spate_export_records_total', { destination: 'Postgres' })).toBe(201);
+    const lag = metricValue(metrics, 'spate_export_lag_seconds', { export_id: record.id });
+    expect(lag).toBeGreaterThanOrEqual(0);
+    expect(lag).toBeLessThan(300);
 
     const db = new pg.Client({ connectionString: dest.url });
     await db.connect();
