@@ -106,6 +106,9 @@ describe('exports', () => {
     expect(line.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$/);
     const done = rig.runs().filter((l) => l.backfill_id === backfillId && l.status === 'Completed');
     expect(done.map((l) => l.records_completed).sort()).toEqual([150, 150]);
+    // Interval by interval, oldest first: the second starts once the first completed.
+    const steps = rig.runs().filter((l) => l.backfill_id === backfillId && (l.status === 'Running' || l.status === 'Completed'));
+    expect(steps.map((l) => `${l.data_interval_start!.slice(11, 16)} ${l.status}`)).toEqual(['12:00 Running', '12:00 Completed', '13:00 Running', '13:00 Completed']);
   });
 
   it('exports - a scheduled "every 5 minutes" run delivers what arrived in its interval to PostgreSQL; a late event lands in the next run; none twice', async () => {
