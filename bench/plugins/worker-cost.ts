@@ -11,12 +11,12 @@
 import { pathToFileURL } from 'node:url';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type pg from 'pg';
-import { compilePluginSource, createLogger, generateSecretKey, parseSecretKey, Registry, secretKeyring, toNdjson, type PluginConfigsRecord } from '../../lib/index.js';
+import { compilePluginSource, createLogger, generateSecretKey, parseSecretKey, Registry, secretKeyring, type PluginConfigsRecord } from '../../lib/index.js';
 import { EventHooks } from '../../workers/coordination/index.js';
 import { packOutputs, parseMessages, processedLine, type OutputLine, type SourceMessage } from '../../workers/persons/batch-codec.js';
+import { loadedWorkspace, makeBatch } from '../workers/batch-cpu.js';
 import { applyHooks } from '../../workers/persons/batch-transaction.js';
-import { distinctIdKey, personUuidFor, PersonWorkspace, type PersonState } from '../../workers/persons/person-workspace.js';
-import { distinctIdsToLoad, processEvents } from '../../workers/persons/process-events.js';
+import { processEvents } from '../../workers/persons/process-events.js';
 import type { PluginCatalog } from '../../workers/plugins/catalog.js';
 import { PluginInstance } from '../../workers/plugins/instance.js';
 import { PluginLogs } from '../../workers/plugins/logs.js';
@@ -41,23 +41,7 @@ export interface WorkerPluginCostRow {
 }
 
 const PERSONS = 20_000;
-const PER_MESSAGE = 100;
 
-function makeBatch(events: number, gen: MixGenerator): SourceMessage[] {
-  const messages: SourceMessage[] = [];
-  for (let i = 0; i < events; i += PER_MESSAGE) {
-    const chunk = Array.from({ length: Math.min(PER_MESSAGE, events - i) }, () => gen.next());
-    messages.push({ seq: messages.length + 1, subject: `events.${PROJECT}.0`, data: Buffer.from(toNdjson(chunk)), storedAtMs: Date.now() });
-  }
-  return messages;
-}
-
-function knownPerson(distinctId: string): PersonState | undefined {
-  if (!distinctId.startsWith('user-')) return undefined;
-  return { uuid: personUuidFor(PROJECT, distinctId), projectId: PROJECT, properties: { email: `${distinctId}@example.com`, name: distinctId, plan: 'free' }, isIdentified: true, createdAt: '2024-01-01T00:00:00.000Z', version: 1 };
-}
-
-/** The worker's batch path (batch-transaction.ts without PostgreSQL and NATS), hooks included. */
 function cpuMs(): number {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
@@ -68,17 +52,8 @@ async function runBatch(messages: SourceMessage[], hooks: EventHooks): Promise<n
   const parsed = parseMessages('events', messages);
   parsed.events = await applyHooks(hooks, { stream: 'EVENTS', shard: 0 }, parsed.events, parsed.bodies);
   const t1 = cpuMs();
-  const lookups = new Map<string, string | null>();
-  const persons = new Map<string, PersonState>();
-  for (const e of parsed.events) {
-    for (const id of distinctIdsToLoad(e)) {
-      const person = knownPerson(id);
-      lookups.set(distinctIdKey(e.projectId, id), person?.uuid ?? null);
-      if (person) persons.set(person.uuid, person);
-    }
-  }
+  const workspace = loadedWorkspace(parsed.events);
   const t2 = cpuMs();
-  const workspace = new PersonWorkspace(lookups, persons);
   const result = processEvents(parsed.events, workspace, (_p, type) => (type === 'company' ? 0 : type === 'team' ? 1 : undefined));
   workspace.writes();
   const lines: OutputLine[][] = messages.map(() => []);

@@ -10,7 +10,7 @@
 // ±20% with the host.
 import { pathToFileURL } from 'node:url';
 import { toNdjson } from '../../lib/index.js';
-import { packOutputs, parseMessages, processedLine, type OutputLine, type SourceMessage } from '../../workers/persons/batch-codec.js';
+import { packOutputs, parseMessages, processedLine, type BatchEvent, type OutputLine, type SourceMessage } from '../../workers/persons/batch-codec.js';
 import { distinctIdKey, personUuidFor, PersonWorkspace, type PersonState } from '../../workers/persons/person-workspace.js';
 import { distinctIdsToLoad, processEvents } from '../../workers/persons/process-events.js';
 import { parseBenchArgs, usageError } from '../lib/cli.js';
@@ -26,7 +26,7 @@ interface Timings {
 }
 
 /** One batch's source messages, as ingest publishes them. */
-function makeBatch(events: number, gen: MixGenerator): SourceMessage[] {
+export function makeBatch(events: number, gen: MixGenerator): SourceMessage[] {
   const messages: SourceMessage[] = [];
   for (let i = 0; i < events; i += PER_MESSAGE) {
     const chunk = Array.from({ length: Math.min(PER_MESSAGE, events - i) }, () => gen.next());
@@ -35,7 +35,8 @@ function makeBatch(events: number, gen: MixGenerator): SourceMessage[] {
   return messages;
 }
 
-function knownPerson(distinctId: string): PersonState | undefined {
+/** The person a preloaded distinct id has (every user-N), as loadPersons would return it. */
+export function knownPerson(distinctId: string): PersonState | undefined {
   if (!distinctId.startsWith('user-')) return undefined;
   return {
     uuid: personUuidFor(PROJECT, distinctId),
@@ -47,22 +48,26 @@ function knownPerson(distinctId: string): PersonState | undefined {
   };
 }
 
-function runBatch(messages: SourceMessage[]): Timings {
-  const t0 = performance.now();
-  const parsed = parseMessages('events', messages);
-  const t1 = performance.now();
-  // What loadPersons would return: every user-N known, every other id new.
+/** The workspace loadPersons would fill for these events: every user-N known, every other id new. */
+export function loadedWorkspace(events: readonly BatchEvent[]): PersonWorkspace {
   const lookups = new Map<string, string | null>();
   const persons = new Map<string, PersonState>();
-  for (const e of parsed.events) {
+  for (const e of events) {
     for (const id of distinctIdsToLoad(e)) {
       const person = knownPerson(id);
       lookups.set(distinctIdKey(e.projectId, id), person?.uuid ?? null);
       if (person) persons.set(person.uuid, person);
     }
   }
+  return new PersonWorkspace(lookups, persons);
+}
+
+function runBatch(messages: SourceMessage[]): Timings {
+  const t0 = performance.now();
+  const parsed = parseMessages('events', messages);
+  const t1 = performance.now();
+  const workspace = loadedWorkspace(parsed.events);
   const t2 = performance.now();
-  const workspace = new PersonWorkspace(lookups, persons);
   const result = processEvents(parsed.events, workspace, (_p, type) => (type === 'company' ? 0 : type === 'team' ? 1 : undefined));
   workspace.writes();
   const t3 = performance.now();

@@ -19,6 +19,7 @@ export {
   type ShardRunner,
 } from './lease-coordinator.js';
 export { egressPolicy, type EgressErrors, type EgressPolicy } from './egress.js';
+export { followBucket, type BucketHandlers } from './kv-follow.js';
 export { EventHooks, type BeforePersonsHook, type HookBatch, type HookedEvent } from './event-hooks.js';
 export { createCoordinationMetrics, createWorkerRegistry, type CoordinationMetrics } from './metrics.js';
 export { lockPosition, planBatch, PositionMovedError, takeOverPartition, type PartitionStart } from './positions.js';

@@ -2,6 +2,7 @@
 // watched (history included, so the first state is complete before the role starts leasing).
 import { Kvm, type KV } from '@nats-io/kv';
 import { BATCH_EXPORTS_BUCKET, type BatchExportRecord, type Logger, type NatsConnection } from '../../lib/index.js';
+import { followBucket } from '../coordination/index.js';
 
 export class ExportCatalog {
   private readonly records = new Map<string, BatchExportRecord>();
@@ -26,8 +27,7 @@ export class ExportCatalog {
       try {
         const kv = await new Kvm(nc).open(BATCH_EXPORTS_BUCKET);
         await kv.status();
-        await this.load(kv);
-        this.watch(kv);
+        await this.followKv(kv);
         return;
       } catch (err) {
         if (attempt % 30 === 0) this.logger.info({ err: String(err) }, `waiting for the KV bucket ${BATCH_EXPORTS_BUCKET} (the admin server creates it)`);
@@ -36,32 +36,8 @@ export class ExportCatalog {
     }
   }
 
-  private async load(kv: KV): Promise<void> {
-    const keys: string[] = [];
-    for await (const key of await kv.keys()) keys.push(key);
-    for (const key of keys) {
-      const entry = await kv.get(key);
-      if (entry?.operation === 'PUT') this.apply(key, entry.string());
-    }
-  }
-
-  private watch(kv: KV): void {
-    const loop = async () => {
-      while (!this.stopped) {
-        try {
-          const iter = await kv.watch({ key: '>' });
-          this.watcher = iter;
-          for await (const entry of iter) {
-            if (entry.operation === 'PUT') this.apply(entry.key, entry.string());
-            else this.remove(entry.key);
-          }
-        } catch (err) {
-          if (!this.stopped) this.logger.debug({ err: String(err) }, 'batch exports watch ended: restarting it');
-        }
-        if (!this.stopped) await new Promise((r) => setTimeout(r, 500));
-      }
-    };
-    void loop();
+  private async followKv(kv: KV): Promise<void> {
+    this.watcher = await followBucket(kv, { put: (key, text) => this.apply(key, text), remove: (key) => this.remove(key) }, { stopped: () => this.stopped, logger: this.logger, what: 'batch exports' });
   }
 
   private apply(key: string, text: string): void {

@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kvm, type KV } from '@nats-io/kv';
 import { PLUGIN_CONFIGS_BUCKET, PLUGIN_SOURCES_BUCKET, type Logger, type NatsConnection, type PluginConfigsRecord } from '../../lib/index.js';
-import { errorText } from '../coordination/index.js';
+import { errorText, followBucket } from '../coordination/index.js';
 import { instanceVersion, PluginInstance, type InstanceContext, type PluginConfigEntry } from './instance.js';
 
 /** How long an instance waits for code its config names but the sources bucket lacks yet. */
@@ -43,8 +43,7 @@ export class PluginCatalog {
       try {
         const kv = await kvm.open(PLUGIN_CONFIGS_BUCKET);
         await kv.status();
-        await catalog.load(kv);
-        catalog.watch(kv);
+        await catalog.follow(kv);
         break;
       } catch (err) {
         if (/stream not found|not found/i.test(errorText(err))) {
@@ -123,8 +122,7 @@ export class PluginCatalog {
       try {
         const kv = await kvm.open(PLUGIN_CONFIGS_BUCKET);
         await kv.status();
-        await this.load(kv);
-        this.watch(kv);
+        await this.follow(kv);
         return;
       } catch {
         // Not there yet.
@@ -132,32 +130,8 @@ export class PluginCatalog {
     }
   }
 
-  private async load(kv: KV): Promise<void> {
-    const keys: string[] = [];
-    for await (const key of await kv.keys()) keys.push(key);
-    for (const key of keys) {
-      const entry = await kv.get(key);
-      if (entry?.operation === 'PUT') this.apply(key, entry.string());
-    }
-  }
-
-  private watch(kv: KV): void {
-    const loop = async () => {
-      while (!this.stopped) {
-        try {
-          const iter = await kv.watch({ key: '>' });
-          this.watcher = iter;
-          for await (const entry of iter) {
-            if (entry.operation === 'PUT') this.apply(entry.key, entry.string());
-            else this.remove(entry.key);
-          }
-        } catch (err) {
-          if (!this.stopped) this.logger.debug({ err: errorText(err) }, 'plugin configs watch ended: restarting it');
-        }
-        if (!this.stopped) await sleep(500);
-      }
-    };
-    void loop();
+  private async follow(kv: KV): Promise<void> {
+    this.watcher = await followBucket(kv, { put: (key, text) => this.apply(key, text), remove: (key) => this.remove(key) }, { stopped: () => this.stopped, logger: this.logger, what: 'plugin configs' });
   }
 
   private apply(key: string, text: string): void {
