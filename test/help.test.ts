@@ -2,7 +2,8 @@
 // given an option it does not know (or a value it cannot use) says so with its usage and exit
 // code 2, never a stack trace. Run from source (as `npm run …` runs them once built).
 import { execFile } from 'node:child_process';
-import { resolve } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const root = resolve(import.meta.dirname, '..');
@@ -47,12 +48,31 @@ const commands: [name: string, file: string, args: string[]][] = [
   ['bench/workers/batch-cpu.ts', 'bench/workers/batch-cpu.ts', []],
   ['bench/exports/throughput.ts', 'bench/exports/throughput.ts', []],
   ['bench/exports/parquet-writers.ts', 'bench/exports/parquet-writers.ts', []],
+  ['bench/compare-pipeline.ts', 'bench/compare-pipeline.ts', []],
+  ['bench/plugins/sandbox-cost.ts', 'bench/plugins/sandbox-cost.ts', []],
+  ['bench/plugins/worker-cost.ts', 'bench/plugins/worker-cost.ts', []],
+  ['bench/streams/write-rate.ts', 'bench/streams/write-rate.ts', []],
   ['bench/ceilings/trivial-uws.ts', 'bench/ceilings/trivial-uws.ts', []],
   ['bench/baseline/server.ts', 'bench/baseline/server.ts', []],
   ['the containers\' health check (node dist/deploy/docker/healthcheck.js)', 'deploy/docker/healthcheck.ts', []],
 ];
 
+/** Every bench program: a file of bench/ (not bench/lib/, not a test) that reads its command line. */
+function benchPrograms(dir = resolve(root, 'bench')): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) return e.name === 'lib' || e.name === 'results' ? [] : benchPrograms(path);
+    if (!e.name.endsWith('.ts') || e.name.endsWith('.test.ts')) return [];
+    return /parseBenchArgs\(|parseArgs\(|process\.argv/.test(readFileSync(path, 'utf8')) ? [relative(root, path)] : [];
+  });
+}
+
 describe.concurrent('--help', () => {
+  it('help - the list holds every bench program', () => {
+    const listed = new Set(commands.map(([, file]) => file));
+    expect(benchPrograms().filter((f) => !listed.has(f))).toEqual([]);
+  });
+
   it.each(commands)('help - %s --help prints its usage and exits 0', async (_name, file, args) => {
     const r = await run(file, [...args, '--help']);
     expect(r.stderr).not.toMatch(STACK_TRACE);
