@@ -56,18 +56,20 @@ function pluginCases(collection: string): EndpointCase[] {
     { method: 'GET', route: `${base}:id/`, scope: 'plugin:read', success: 200, prepare: async (f, o) => ({ path: await item(f, o) }) },
     { method: 'PATCH', route: `${base}:id/`, scope: 'plugin:write', success: 200, prepare: async (f, o) => ({ path: await item(f, o), body: { description: 'changed' } }) },
   ];
-  if (collection === 'pipeline_transformations') return cases;
+  const updateSource = (source: string): EndpointCase => ({
+    method: 'PATCH',
+    route: `${base}:id/update_source/`,
+    scope: 'plugin:write',
+    success: 200,
+    prepare: async (f, o) => ({ path: `${await item(f, o)}update_source/`, body: { 'index.ts': source } }),
+  });
+  // Transformations have no delete and no sub-endpoints but update_source (admin/routes/plugins.ts).
+  if (collection === 'pipeline_transformations') return [...cases, updateSource('export function processEvent(event) { return event }')];
   cases.push(
     { method: 'DELETE', route: `${base}:id/`, scope: 'plugin:write', success: 204, prepare: async (f, o) => ({ path: await item(f, o) }) },
     { method: 'GET', route: `${base}:id/check_for_updates/`, scope: 'plugin:read', success: 200, prepare: async (f, o) => ({ path: `${await item(f, o)}check_for_updates/` }) },
     { method: 'GET', route: `${base}:id/source/`, scope: 'plugin:read', success: 200, prepare: async (f, o) => ({ path: `${await item(f, o)}source/` }) },
-    {
-      method: 'PATCH',
-      route: `${base}:id/update_source/`,
-      scope: 'plugin:write',
-      success: 200,
-      prepare: async (f, o) => ({ path: `${await item(f, o)}update_source/`, body: { 'index.ts': 'export function onEvent() {}' } }),
-    },
+    updateSource('export function onEvent() {}'),
     { method: 'POST', route: `${base}:id/upgrade/`, scope: 'plugin:write', success: 200, prepare: async (f, o) => ({ path: `${await item(f, o)}upgrade/`, body: { tag: 'v2' } }) },
   );
   for (const action of ['activity', 'exports_unsubscribe_configs', 'repository', 'unused']) {
