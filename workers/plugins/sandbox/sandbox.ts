@@ -216,9 +216,8 @@ export class Sandbox {
         if (!isInterrupt(result.error)) {
           // The engine itself failed (its heap is full: even an exception cannot be made): every
           // event of the batch failed, and the engine is of no further use.
-          this.brokenFlag = true;
           const e = result.error.message === 'null' || isOutOfMemory(result.error) ? { name: 'InternalError', message: 'out of memory' } : result.error;
-          return Array.from({ length: n }, (_, index): BatchOutcome => ({ kind: 'error', index, name: e.name, message: e.message }));
+          return this.breakOn(n, e);
         }
         const at = this.number(this.api.progress, []);
         // Blamed only when it had the whole budget to itself; otherwise it runs again from there.
@@ -229,8 +228,15 @@ export class Sandbox {
           start = at === -1 ? n : at;
         }
       }
-      await this.settle(() => this.pendingOf(id), (indexes, why) => indexes.forEach((i) => timeouts.set(i, why)));
-      const text = this.string(this.api.collect, [id]);
+      let text: string;
+      try {
+        await this.settle(() => this.pendingOf(id), (indexes, why) => indexes.forEach((i) => timeouts.set(i, why)));
+        text = this.string(this.api.collect, [id]);
+      } catch (err) {
+        // The heap filled up while the batch ran, and only reading its results met it.
+        if (err instanceof SandboxError && err.code === 'out_of_memory') return this.breakOn(n, { name: 'InternalError', message: 'out of memory' });
+        throw err;
+      }
       const outcomes = new Map<number, BatchOutcome>();
       for (const o of decodeResults(text)) outcomes.set(o.index, o);
       for (const [index, message] of timeouts) outcomes.set(index, { kind: 'timeout', index, message });
@@ -340,8 +346,15 @@ export class Sandbox {
     return text === '' ? [] : text.split(',').map(Number);
   }
 
+  /** Every event of the batch failed with `e`, and the engine is of no further use. */
+  private breakOn(n: number, e: { name: string; message: string }): BatchOutcome[] {
+    this.brokenFlag = true;
+    return Array.from({ length: n }, (_, index): BatchOutcome => ({ kind: 'error', index, name: e.name, message: e.message }));
+  }
+
   private fail(e: { name: string; message: string }): never {
-    if (isOutOfMemory(e)) throw new SandboxError('out_of_memory', 'the plugin ran out of memory');
+    // 'null': an exception the engine had no memory left to make.
+    if (isOutOfMemory(e) || e.message === 'null') throw new SandboxError('out_of_memory', 'the plugin ran out of memory');
     if (isInterrupt(e)) throw new SandboxError('timeout', `ran for more than ${this.limits.cpuMs} ms of CPU time`);
     throw new SandboxError('broken', `the plugin's engine failed: ${e.name}: ${e.message}`);
   }
