@@ -29,11 +29,21 @@ function columnOf(values: unknown[]): string {
   return `${mask}\n${JSON.stringify(values)}`;
 }
 
-/** `key`: "t<field>" a top-level field, "p<name>" a property, "k" the top-level keys. */
+/** An event whole as a plugin sees it: its fields but the hidden ones, and `team_id`. */
+export function eventView(batch: SandboxBatch, event: SandboxEvent): Record<string, unknown> {
+  const view: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(event)) if (!HIDDEN.has(k)) view[k] = v;
+  view.team_id = batch.teamId;
+  return view;
+}
+
+/** `key`: "t<field>" a top-level field, "p<name>" a property, "k" the top-level keys, "e" the events whole. */
 export function columnText(batch: SandboxBatch, key: string): string {
   const { events } = batch;
   const values: unknown[] = new Array(events.length);
-  if (key === 'k') {
+  if (key === 'e') {
+    for (let i = 0; i < events.length; i++) values[i] = eventView(batch, events[i]!);
+  } else if (key === 'k') {
     for (let i = 0; i < events.length; i++) values[i] = topKeys(events[i]!);
   } else if (key[0] === 't') {
     const field = key.slice(1);

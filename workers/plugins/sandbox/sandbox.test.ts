@@ -97,6 +97,32 @@ describe('plugin sandbox', () => {
     expect(reads).toBe(2 * 500);
   });
 
+  it('sandbox - read-only methods: composeWebhook values, onEvent errors; JSON.stringify of an event is the event as the plugin sees it, changes included', async () => {
+    const s = await sandbox(`export function composeWebhook(event, { config }) {
+      if (event.properties.n === 1) return null
+      if (event.properties.n === 2) event.properties.added = true
+      if (event.properties.n === 3) throw new Error('no ' + event.event)
+      return { url: config.url, body: JSON.stringify(event), props: JSON.stringify(event.properties) }
+    }
+    export function onEvent(event) { if (event.properties.n === 0) throw new RetryError('later') }`, { config: { url: 'http://sink.example/' } });
+    const batch = events(4);
+    const out = await s.runBatch('composeWebhook', 'value', batch);
+    const visible = (i: number) => {
+      const { token: _t, project_id: _p, ...rest } = batch.events[i]!;
+      return { ...rest, team_id: 7 };
+    };
+    expect(out.map((o) => o.kind)).toEqual(['result', 'null', 'result', 'error']);
+    const body = (i: number) => (out[i] as { value: { body: string; props: string } }).value;
+    expect(JSON.parse(body(0).body)).toEqual(visible(0));
+    expect(JSON.parse(body(0).props)).toEqual(batch.events[0]!.properties);
+    // A changed event is sent as changed.
+    const changed = visible(2);
+    expect(JSON.parse(body(2).body)).toEqual({ ...changed, properties: { ...changed.properties, added: true } });
+    expect(JSON.parse(body(2).props)).toEqual({ ...batch.events[2]!.properties, added: true });
+    expect(out[3]).toMatchObject({ kind: 'error', name: 'Error', message: 'no $pageview' });
+    expect(await s.runBatch('onEvent', 'void', batch)).toEqual([{ kind: 'error', index: 0, name: 'RetryError', message: 'later' }]);
+  });
+
   it('sandbox - a looping event times out alone; the batch goes on and the engine stays usable', async () => {
     const s = await sandbox('export function processEvent(event) { if (event.properties.n === 2) { while (true) {} } event.properties.ok = true; return event }', { limits: { cpuMs: 50 } });
     const started = performance.now();
