@@ -7,3 +7,4 @@ export { interceptKvCalls, type KvCallHook } from './kv-calls.js';
 export { startBrowser, CHROMIUM_BIN, type BrowserHandle, type BrowserPage } from './browser.js';
 export { TEST_SECRET_KEY, testSecretKeyring } from './secrets.js';
 export { startS3, type S3Handle } from './s3.js';
+export { startHttpSink, type HttpSink, type SinkRequest } from './http-sink.js';

@@ -4,7 +4,7 @@
 // read back.
 import { type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '../../lib/index.js';
-import { startWorker, type Worker } from '../../workers/index.js';
+import { startWorker, type Worker, type WorkerDeps } from '../../workers/index.js';
 import { startAdminFixture, type AdminFixture, type TestUser } from '../admin/harness.js';
 import { waitFor } from '../kit/index.js';
 import { connectAndCreateStreams, readProcessed, testDeps, workerConfig, type ProcessedLine } from '../workers/harness.js';
@@ -15,7 +15,8 @@ export interface PluginRig extends AsyncDisposable {
   js: JetStreamClient;
   user: TestUser;
   worker: Worker;
-  startWorker(env?: Record<string, string>): Promise<Worker>;
+  /** Another in-process worker (with the rig's worker deps unless given others). */
+  startWorker(env?: Record<string, string>, deps?: WorkerDeps): Promise<Worker>;
   /** Installs a plugin in `collection` with this code, and an enabled config of it in the user's project. */
   install(
     source: string,
@@ -37,15 +38,16 @@ export const FAST_PLUGINS = {
   PLUGIN_EGRESS_ALLOW: 'loopback',
 };
 
-export async function startPluginRig(env: Record<string, string> = {}): Promise<PluginRig> {
+/** `workerDeps`: what the rig's workers get besides the test logger (e.g. a shortened task clock). */
+export async function startPluginRig(env: Record<string, string> = {}, workerDeps: WorkerDeps = {}): Promise<PluginRig> {
   const f = await startAdminFixture();
   const { nc, js } = await connectAndCreateStreams(f.nats.url);
   const user = await f.newUser(`plugins-${Math.random().toString(36).slice(2)}@plugins.example`);
   // Installing plugins needs plugins_access_level 6 (docs/admin-api.md).
   await f.db.query('update organizations set plugins_access_level = 9 where id = $1', [user.organizationId]);
   const workers: Worker[] = [];
-  const spawn = async (extra: Record<string, string> = {}) => {
-    const w = await startWorker(workerConfig(f.nats.url, f.databaseUrl, { ...FAST_PLUGINS, ...env, ...extra }), testDeps());
+  const spawn = async (extra: Record<string, string> = {}, deps: WorkerDeps = workerDeps) => {
+    const w = await startWorker(workerConfig(f.nats.url, f.databaseUrl, { ...FAST_PLUGINS, ...env, ...extra }), testDeps(deps));
     workers.push(w);
     return w;
   };
