@@ -128,6 +128,33 @@ export const workerConfigDefinition = {
     envRatio('50/100'),
     'disable a plugin config when N of the last M events it handled in this worker failed (threw, ran out of time or memory); 0/M: never',
   ),
+  pluginDeliveryBatch: setting(
+    'PLUGIN_DELIVERY_BATCH',
+    envInt(500, 1),
+    "most processed events in one batch of a destination (onEvent, composeWebhook): one sandbox call while the plugin is quick, and the destination's position is recorded in PostgreSQL after each",
+  ),
+  pluginDeliveryWindow: setting(
+    'PLUGIN_DELIVERY_WINDOW',
+    envInt(4, 1),
+    'batches of one destination in flight at once (the sandbox composes the next while the requests of the others are answered); a worker stopped outright delivers them again from its successor',
+  ),
+  pluginDeliveryAttempts: setting(
+    'PLUGIN_DELIVERY_ATTEMPTS',
+    envInt(5, 1),
+    "attempts at delivering an event to a destination (onEvent threw or ran out of time; the webhook failed to connect, or was answered 408, 429 or 5xx) before it is skipped with an ERROR in the config's logs",
+  ),
+  pluginDeliveryBackoff: setting(
+    'PLUGIN_DELIVERY_BACKOFF',
+    envDuration('1s'),
+    'wait before the second attempt at delivering an event, doubled for each further one (at most 1 minute); the destination waits meanwhile, other configs and ingestion do not',
+  ),
+  pluginWebhookConnections: setting('PLUGIN_WEBHOOK_CONNECTIONS', envInt(16, 1), 'connections the worker keeps to each origin composeWebhook sends to'),
+  pluginWebhookPipelining: setting(
+    'PLUGIN_WEBHOOK_PIPELINING',
+    envInt(4, 1),
+    'webhook requests in flight on one connection (HTTP/1.1 pipelining; 1: one at a time): a request on a connection that breaks may be sent again, as any delivery may',
+  ),
+  pluginWebhookInFlight: setting('PLUGIN_WEBHOOK_IN_FLIGHT', envInt(256, 1), 'webhook requests of one destination config in flight at once'),
   pluginBreakerTimeouts: setting(
     'PLUGIN_BREAKER_TIMEOUTS',
     envInt(5, 0),

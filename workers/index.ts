@@ -29,12 +29,13 @@ import {
 import { startExports, type ExportClock, type ExportFaults, type ExportsRole } from './exports/index.js';
 import { migrateWorkerSchema } from './migrate.js';
 import { startPersons, type PersonsRole, type WorkerFaults } from './persons/index.js';
-import { startPlugins, type PluginsRole } from './plugins/index.js';
+import { startPlugins, type PluginsRole, type TaskClock } from './plugins/index.js';
 
 export { loadWorkerConfig, workerConfigDefinition, workerHelp, type WorkerConfig } from './config.js';
 export { assignShards, EventHooks, WORKERS_BUCKET, type BeforePersonsHook, type HookBatch, type HookedEvent } from './coordination/index.js';
 export { CONSUMED_STREAMS, personUuidFor, WARNING_TYPES, type WarningType, type WorkerFaults } from './persons/index.js';
 export { EXPORT_LEASES, shiftedClock, type ExportClock, type ExportFaults } from './exports/index.js';
+export { PLUGIN_LEASES, periodStart, REAL_TASK_CLOCK, type TaskClock } from './plugins/index.js';
 
 export interface WorkerDeps {
   logger?: Logger;
@@ -46,6 +47,8 @@ export interface WorkerDeps {
   /** The export runner's clock (tests shift it to reach an interval's end sooner); real time by default. */
   exportClock?: ExportClock;
   exportFaults?: ExportFaults;
+  /** The plugins' scheduled tasks' clock (tests shorten the periods); real UTC periods by default. */
+  pluginTaskClock?: TaskClock;
 }
 
 export interface Worker {
@@ -56,6 +59,8 @@ export interface Worker {
   ownedShards(): number[];
   /** Batch exports whose lease this worker holds (none with WORKER_EXPORTS=false). */
   heldExports(): string[];
+  /** Plugin configs whose lease this worker holds (their destination, scheduled tasks and jobs). */
+  heldPluginConfigs(): number[];
   ready(): boolean;
   /** Ordered and idempotent: leave the cluster, finish and commit batches in flight, free leases, drain NATS, close Postgres. */
   stop(): Promise<void>;
@@ -127,8 +132,23 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         setup: { attempts: config.pluginSetupAttempts, backoffMs: config.pluginSetupBackoff },
         breaker: { failures: config.pluginBreaker.n, of: config.pluginBreaker.of, timeouts: config.pluginBreakerTimeouts },
         logRatePerSecond: config.pluginLogRate,
+        workerId,
+        held: {
+          delivery: {
+            batchEvents: config.pluginDeliveryBatch,
+            window: config.pluginDeliveryWindow,
+            attempts: config.pluginDeliveryAttempts,
+            backoffMs: config.pluginDeliveryBackoff,
+          },
+          webhooks: {
+            connections: config.pluginWebhookConnections,
+            pipelining: config.pluginWebhookPipelining,
+            inFlight: config.pluginWebhookInFlight,
+            timeoutMs: config.pluginWallTimeout,
+          },
+        },
       },
-      { nc, js: jetstream(nc), registry, logger, hooks, maxPayload: () => nc.info?.max_payload ?? 1024 * 1024 },
+      { nc, js: jetstream(nc), jsm, registry, logger, hooks, maxPayload: () => nc.info?.max_payload ?? 1024 * 1024, taskClock: deps.pluginTaskClock },
     );
 
     const personsRole = await startPersons(
@@ -171,6 +191,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       logger,
       coordinationMetrics,
     );
+    plugins.hold(coordinator);
     if (config.exports) {
       exports = startExports(
         {
@@ -223,6 +244,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     metrics: { registry },
     ownedShards: () => coordinator?.ownedShards() ?? [],
     heldExports: () => exports?.held() ?? [],
+    heldPluginConfigs: () => plugins?.heldConfigs() ?? [],
     ready: () => stage === 'running' && !stopping,
     stop,
   };

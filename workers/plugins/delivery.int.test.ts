@@ -1,0 +1,240 @@
+// Destinations, scheduled tasks and jobs as a user sees them (docs/plugins.md): plugins saved and
+// configured through the admin API, events published as ingest does, what the destination's HTTP
+// server receives and the config's logs read back (test/plugins/harness.ts, test/kit/http-sink.ts).
+import { describe, expect, it } from 'vitest';
+import type { TaskClock } from '../index.js';
+import { FAST_PLUGINS, startPluginRig } from '../../test/plugins/harness.js';
+import { startHttpSink, waitFor } from '../../test/kit/index.js';
+import { capture, publishEvents, spawnWorker, workerEnv, type WorkerProcess } from '../../test/workers/harness.js';
+
+describe('plugin destinations', () => {
+  it('composeWebhook - Spate sends the webhook as composed (url, method, headers, body); null sends nothing', async () => {
+    await using rig = await startPluginRig();
+    await using sink = await startHttpSink();
+    const hook = await rig.install(
+      `export function composeWebhook(event, { config }) {
+        if (event.event === 'ignored') return null
+        if (event.event === 'defaults') return { url: config.url + '/defaults', body: JSON.stringify(event) }
+        return {
+          url: config.url + '/hook/' + event.distinct_id + '?team=' + event.team_id,
+          method: 'put',
+          headers: { 'X-Event': event.event, 'Content-Type': 'text/plain' },
+          body: event.uuid + ' ' + event.properties.plan,
+        }
+      }`,
+      { collection: 'pipeline_destinations', name: 'Hook', config: { url: sink.url } },
+    );
+    const p = rig.user.projectId;
+    const events = [capture(p, 'signed up', 'u1', { plan: 'pro' }), capture(p, 'ignored', 'u2'), capture(p, 'defaults', 'u3', { a: 1 })];
+    await publishEvents(rig.js, events);
+    await waitFor('two webhooks', () => sink.requests.length >= 2, 20_000, 100);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(sink.requests).toHaveLength(2);
+    const put = sink.requests.find((r) => r.method === 'PUT')!;
+    expect(put.path).toBe(`/hook/u1?team=${p}`);
+    expect(put.headers['x-event']).toBe('signed up');
+    expect(put.headers['content-type']).toBe('text/plain');
+    expect(put.body).toBe(`${events[0]!.uuid} pro`);
+    // Without method and headers: POST with Content-Type: application/json (PostHog's defaults);
+    // the event as the plugin sees it: its processed fields, team_id, never the project's token.
+    const post = sink.requests.find((r) => r.method === 'POST')!;
+    expect(post.path).toBe('/defaults');
+    expect(post.headers['content-type']).toBe('application/json');
+    const sent = JSON.parse(post.body) as Record<string, unknown>;
+    expect(sent).toMatchObject({ uuid: events[2]!.uuid, event: 'defaults', distinct_id: 'u3', team_id: p, properties: { a: 1 }, person_id: expect.any(String) });
+    expect(sent.token).toBeUndefined();
+    expect(sent.project_id).toBeUndefined();
+    const metrics = await fetch(`${rig.worker.statusUrl}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/spate_worker_plugin_delivered_total\{method="composeWebhook"[^}]*\} 2\n/);
+    expect(metrics).toMatch(/spate_worker_plugin_delivery_skipped_total(\{[^}]*\})? 1\n/);
+    expect(metrics).toMatch(new RegExp(`spate_worker_plugin_delivery_lag_messages\\{plugin_config="${hook.configId}"[^}]*\\} 0\\n`));
+  });
+
+  it('composeWebhook - failures are retried with back-off, then the event is skipped with an ERROR naming it; a 4xx is not retried', async () => {
+    await using rig = await startPluginRig({ PLUGIN_DELIVERY_ATTEMPTS: '3', PLUGIN_DELIVERY_BACKOFF: '200ms' });
+    const p = rig.user.projectId;
+    const events = [capture(p, 'down', 'u1'), capture(p, 'flaky', 'u2'), capture(p, 'refused', 'u3'), capture(p, 'fine', 'u4')];
+    let flaky = 0;
+    await using sink = await startHttpSink((r) => {
+      if (r.path === '/down') return 503;
+      if (r.path === '/flaky') return ++flaky === 1 ? 500 : 200;
+      if (r.path === '/refused') return 400;
+      return 200;
+    });
+    const hook = await rig.install("export function composeWebhook(event, { config }) { return { url: config.url + '/' + event.event, body: event.uuid } }", {
+      collection: 'pipeline_destinations',
+      name: 'Hook',
+      config: { url: sink.url },
+    });
+    await publishEvents(rig.js, events, { perMessage: 4 });
+    await rig.waitForLog(hook.configId, 'the ERROR of the event that stays down', (l) => l.type === 'ERROR' && l.message.includes(events[0]!.uuid));
+    const paths = (path: string) => sink.requests.filter((r) => r.path === path).length;
+    expect(paths('/down')).toBe(3);
+    expect(paths('/flaky')).toBe(2);
+    expect(paths('/refused')).toBe(1);
+    expect(paths('/fine')).toBe(1);
+    const errors = (await rig.logs(hook.configId)).filter((l) => l.type === 'ERROR').map((l) => l.message);
+    expect(errors.sort()).toEqual(
+      [
+        `composeWebhook request POST ${sink.url}/down was answered 503 Service Unavailable on event ${events[0]!.uuid} ("down") after 3 attempts: the event is skipped`,
+        `composeWebhook request POST ${sink.url}/refused was answered 400 Bad Request on event ${events[2]!.uuid} ("refused"): the event is skipped`,
+      ].sort(),
+    );
+    const warns = (await rig.logs(hook.configId)).filter((l) => l.type === 'WARN').map((l) => l.message);
+    expect(warns.some((w) => w.includes('trying again in 0.2 s (attempt 2 of 3)'))).toBe(true);
+    const metrics = await fetch(`${rig.worker.statusUrl}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/spate_worker_plugin_delivered_total\{method="composeWebhook"[^}]*\} 2\n/);
+    expect(metrics).toMatch(/spate_worker_plugin_delivery_failed_total\{method="composeWebhook",reason="status"[^}]*\} 2\n/);
+    // The position moved past all of them: a new holder sends none again.
+    await rig.worker.stop();
+    await rig.startWorker();
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(paths('/fine')).toBe(1);
+  });
+
+  it('onEvent - every processed event reaches the destination across a worker kill -9 (at least once)', async () => {
+    await using rig = await startPluginRig();
+    await rig.worker.stop();
+    // The destination batches through fetch: each sandbox call's events in one request.
+    await using sink = await startHttpSink(() => new Promise((r) => setTimeout(() => r(200), 20)));
+    const dest = await rig.install(
+      `export async function onEvent(event, { config, global }) {
+        if (!global.pending) {
+          global.pending = []
+          global.flush = Promise.resolve().then(async () => {
+            const batch = global.pending
+            global.pending = null
+            const res = await fetch(config.url + '/batch', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(batch.map((e) => e.uuid)) })
+            if (res.status !== 200) throw new RetryError('the sink answered ' + res.status)
+          })
+        }
+        global.pending.push(event)
+        await global.flush
+      }`,
+      { collection: 'pipeline_destinations', name: 'Batcher', config: { url: sink.url } },
+    );
+    const env = workerEnv(rig.f.nats.url, rig.f.databaseUrl, { ...FAST_PLUGINS, PLUGIN_DELIVERY_BATCH: '100' });
+    const workers: WorkerProcess[] = [];
+    try {
+      const a = await spawnWorker('dest-a', env);
+      workers.push(a);
+      const p = rig.user.projectId;
+      const events = Array.from({ length: 2_000 }, (_, i) => capture(p, `e${i % 7}`, `user-${i % 97}`, { i }));
+      const received = () => sink.requests.flatMap((r) => JSON.parse(r.body) as string[]);
+      for (let round = 0; round < 5; round++) await publishEvents(rig.js, events.slice(round * 200, round * 200 + 200));
+      await waitFor('deliveries under way', () => received().length >= 300, 60_000, 50);
+      a.kill('SIGKILL');
+      await a.exited;
+      for (let round = 5; round < 10; round++) await publishEvents(rig.js, events.slice(round * 200, round * 200 + 200));
+      const b = await spawnWorker('dest-b', env);
+      workers.push(b);
+      await waitFor('every event delivered', () => new Set(received()).size >= events.length, 90_000, 200);
+      const all = received();
+      const unique = new Set(all);
+      for (const e of events) expect(unique.has(e.uuid), e.uuid).toBe(true);
+      const duplicates = all.length - unique.size;
+      console.log(`kill -9 of the destination's holder: ${events.length} events, ${all.length} deliveries, ${duplicates} duplicates`);
+      // Only the batches in flight when it was killed come again: at most PLUGIN_DELIVERY_WINDOW × BATCH.
+      expect(duplicates).toBeLessThanOrEqual(4 * 100);
+      expect((await rig.logs(dest.configId)).filter((l) => l.type === 'ERROR')).toEqual([]);
+    } finally {
+      for (const w of workers) {
+        w.kill('SIGKILL');
+        await w.exited;
+      }
+    }
+  });
+
+  it('destinations - a slow destination holds back neither person processing nor another destination', async () => {
+    await using rig = await startPluginRig({ PLUGIN_WEBHOOK_IN_FLIGHT: '2' });
+    await using slow = await startHttpSink(() => new Promise((r) => setTimeout(() => r(200), 3_000)));
+    await using fast = await startHttpSink();
+    const source = "export function composeWebhook(event, { config }) { return { url: config.url + '/e', body: event.uuid } }";
+    const slowDest = await rig.install(source, { collection: 'pipeline_destinations', name: 'Slow', config: { url: slow.url } });
+    await rig.install(source, { collection: 'pipeline_destinations', name: 'Fast', config: { url: fast.url } });
+    const p = rig.user.projectId;
+    const events = Array.from({ length: 300 }, (_, i) => capture(p, 'e', `user-${i % 31}`, { i }));
+    const started = Date.now();
+    await publishEvents(rig.js, events);
+    await rig.processed(300, 30_000);
+    const processedIn = Date.now() - started;
+    await waitFor('the fast destination got every event', () => new Set(fast.requests.map((r) => r.body)).size >= 300, 30_000, 100);
+    const fastIn = Date.now() - started;
+    // The slow one (2 requests at a time, 3 s each) has delivered a handful meanwhile.
+    expect(slow.requests.length).toBeLessThan(30);
+    expect(processedIn).toBeLessThan(20_000);
+    expect(fastIn).toBeLessThan(25_000);
+    const metrics = await fetch(`${rig.worker.statusUrl}/metrics`).then((r) => r.text());
+    const lag = new RegExp(`spate_worker_plugin_delivery_lag_seconds\\{plugin_config="${slowDest.configId}"[^}]*\\} ([0-9.e+-]+)`).exec(metrics);
+    expect(Number(lag?.[1])).toBeGreaterThan(0);
+  });
+});
+
+describe('plugin scheduled tasks and jobs', () => {
+  it('runEveryMinute - once per minute (shortened), across a worker stop and a time with no worker: none twice, none skipped', async () => {
+    // A virtual clock: each minute lasts as long as the test takes to look at it.
+    let now = Date.parse('2030-01-01T00:00:00.000Z');
+    const clock: TaskClock = { now: () => now, periodMs: { runEveryMinute: 1_000, runEveryHour: 3_600_000, runEveryDay: 86_400_000 } };
+    await using rig = await startPluginRig({}, { pluginTaskClock: clock });
+    await using sink = await startHttpSink();
+    const app = await rig.install("export async function runEveryMinute({ config }) { await fetch(config.url + '/tick', { method: 'POST' }) }", {
+      collection: 'pipeline_import_apps',
+      name: 'Ticker',
+      config: { url: sink.url },
+    });
+    const recorded = async () => (await rig.f.db.query('SELECT 1 FROM plugin_task_runs WHERE plugin_config_id = $1', [app.configId])).rowCount === 1;
+    // Its first minute is recorded, not run (as a cron schedule would).
+    await waitFor('the first minute recorded', recorded, 20_000, 100);
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(sink.requests).toHaveLength(0);
+    const minute = async (expected: number) => {
+      now += 1_000;
+      await waitFor(`run ${expected}`, () => sink.requests.length >= expected, 20_000, 50);
+      // And not again within that minute.
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(sink.requests).toHaveLength(expected);
+    };
+    await minute(1);
+    await minute(2);
+    // A clean stop: the next worker does not run minute 2 again.
+    await rig.worker.stop();
+    const second = await rig.startWorker();
+    await waitFor('the second worker holds it', () => second.heldPluginConfigs().includes(app.configId), 20_000, 50);
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(sink.requests).toHaveLength(2);
+    await minute(3);
+    // No worker while minutes 4 and 5 pass: the next one runs once at once, not once per minute missed.
+    await second.stop();
+    now += 2_000;
+    const third = await rig.startWorker();
+    await waitFor('run 4', () => sink.requests.length >= 4, 20_000, 50);
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(sink.requests).toHaveLength(4);
+    expect(third.heldPluginConfigs()).toEqual([app.configId]);
+    const logs = await rig.logs(app.configId);
+    expect(logs.filter((l) => l.type === 'ERROR' || l.type === 'WARN')).toEqual([]);
+  });
+
+  it('jobs - POST …/job/ runs the job once with its payload; read again, it does not run again; an unknown job is an ERROR', async () => {
+    await using rig = await startPluginRig();
+    await using sink = await startHttpSink();
+    const app = await rig.install(
+      "export const jobs = { greet: async (payload, { config }) => { await fetch(config.url + '/greet', { method: 'POST', body: JSON.stringify(payload) }) } }\nexport function runEveryDay() {}",
+      { collection: 'pipeline_import_apps', name: 'Jobs', config: { url: sink.url } },
+    );
+    const job = (body: unknown) => rig.f.api('POST', `/api/projects/${rig.user.projectId}/plugin_configs/${app.configId}/job/`, { key: rig.user.key, body });
+    expect((await job({ job: { type: 'greet', payload: { name: 'Ada' } } })).status).toBe(200);
+    await waitFor('the job', () => sink.requests.length >= 1, 20_000, 50);
+    expect(JSON.parse(sink.requests[0]!.body)).toEqual({ name: 'Ada', $operation: 'start' });
+    await rig.waitForLog(app.configId, 'the job ran', (l) => l.source === 'SYSTEM' && /^Job "greet" \([0-9a-f-]+\) ran in \d+ ms\.$/.test(l.message));
+    expect((await job({ job: { type: 'nope', payload: {} } })).status).toBe(200);
+    await rig.waitForLog(app.configId, 'the unknown job', (l) => l.type === 'ERROR' && l.message.startsWith('Job "nope" ('));
+    // Another worker reads the requests again from the stream: neither runs again.
+    await rig.worker.stop();
+    const next = await rig.startWorker();
+    await waitFor('the next worker holds it', () => next.heldPluginConfigs().includes(app.configId), 20_000, 50);
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(sink.requests).toHaveLength(1);
+    expect((await rig.logs(app.configId)).filter((l) => l.type === 'ERROR')).toHaveLength(1);
+  });
+});
