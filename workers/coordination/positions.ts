@@ -76,12 +76,13 @@ export async function planBatch(
 ): Promise<void> {
   // A different plan is kept unless all of it lies before this batch (its messages expired), or
   // it is the caller's own unused plan, which a batch only outgrows.
-  const { rowCount } = await pool.query(
-    `UPDATE shard_positions SET pending_end = $5
+  const { rowCount } = await pool.query({
+    name: 'position-plan',
+    text: `UPDATE shard_positions SET pending_end = $5
      WHERE stream = $1 AND shard = $2 AND fence = $3 AND position = $4
        AND (pending_end IS NULL OR pending_end = $5 OR pending_end < $6 OR (pending_end = $7 AND $5 > $7))`,
-    [stream, shard, fence, position, end, first, replacing ?? null],
-  );
+    values: [stream, shard, fence, position, end, first, replacing ?? null],
+  });
   if (rowCount !== 1) await explainMismatch(pool, stream, shard, fence, position);
 }
 
@@ -104,10 +105,11 @@ async function explainMismatch(db: pg.Pool | pg.ClientBase, stream: string, shar
 
 /** First statement of a batch transaction: holds the position row until commit, checks fence and position. */
 export async function lockPosition(client: pg.ClientBase, stream: string, shard: number, fence: number, position: number): Promise<void> {
-  const { rows } = await client.query<{ position: string; fence: string }>(
-    'SELECT position, fence FROM shard_positions WHERE stream = $1 AND shard = $2 FOR UPDATE',
-    [stream, shard],
-  );
+  const { rows } = await client.query<{ position: string; fence: string }>({
+    name: 'position-lock',
+    text: 'SELECT position, fence FROM shard_positions WHERE stream = $1 AND shard = $2 FOR UPDATE',
+    values: [stream, shard],
+  });
   const row = rows[0];
   if (!row || Number(row.fence) !== fence || Number(row.position) !== position) await explainMismatch(client, stream, shard, fence, position);
 }

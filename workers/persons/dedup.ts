@@ -136,12 +136,13 @@ export function dedupKey(projectId: number, uuid: string): string {
 export async function recordNewEvents(client: pg.ClientBase, generation: number, projectIds: number[], uuids: string[]): Promise<boolean> {
   if (uuids.length === 0) return true;
   try {
-    const { rowCount } = await client.query(
-      `INSERT INTO event_dedup (generation, project_id, uuid)
+    const { rowCount } = await client.query({
+      name: 'dedup-record-new',
+      text: `INSERT INTO event_dedup (generation, project_id, uuid)
        SELECT $3, i.project_id, i.uuid FROM unnest($1::int[], $2::uuid[]) AS i(project_id, uuid)
        WHERE NOT EXISTS (SELECT 1 FROM event_dedup d WHERE d.generation = $4 AND d.project_id = i.project_id AND d.uuid = i.uuid)`,
-      [plainArrayLiteral(projectIds), plainArrayLiteral(uuids), generation, generation - 1],
-    );
+      values: [plainArrayLiteral(projectIds), plainArrayLiteral(uuids), generation, generation - 1],
+    });
     return rowCount === uuids.length;
   } catch (err) {
     if (isDedupKeyTaken(err)) return false;
@@ -167,8 +168,9 @@ export async function recordEvents(
   uuids: string[],
 ): Promise<Set<string>> {
   if (uuids.length === 0) return new Set();
-  const { rows } = await client.query<{ project_id: number; uuid: string }>(
-    `WITH input AS (SELECT * FROM unnest($1::int[], $2::uuid[]) AS t(project_id, uuid)),
+  const { rows } = await client.query<{ project_id: number; uuid: string }>({
+    name: 'dedup-record',
+    text: `WITH input AS (SELECT * FROM unnest($1::int[], $2::uuid[]) AS t(project_id, uuid)),
      inserted AS (
        INSERT INTO event_dedup (generation, project_id, uuid)
        SELECT $3, i.project_id, i.uuid FROM input i
@@ -178,7 +180,7 @@ export async function recordEvents(
      )
      SELECT i.project_id, i.uuid FROM input i LEFT JOIN inserted n ON n.project_id = i.project_id AND n.uuid = i.uuid
      WHERE n.uuid IS NULL`,
-    [plainArrayLiteral(projectIds), plainArrayLiteral(uuids), generation, generation - 1],
-  );
+    values: [plainArrayLiteral(projectIds), plainArrayLiteral(uuids), generation, generation - 1],
+  });
   return new Set(rows.map((r) => dedupKey(r.project_id, r.uuid)));
 }

@@ -82,8 +82,9 @@ export async function loadPersons(
   for (let round = 0; round < 3 && (validate.length > 0 || toLoad.length > 0); round++) {
     // Cached persons come back only when they changed (with their state) or are gone (uuid only):
     // usually no row at all for them.
-    const { rows } = await client.query<PersonRow>(
-      `SELECT 'v' AS kind, NULL::int AS project_id, NULL::text AS distinct_id, c.uuid, p.version::float8 AS version,
+    const { rows } = await client.query<PersonRow>({
+      name: 'persons-load',
+      text: `SELECT 'v' AS kind, NULL::int AS project_id, NULL::text AS distinct_id, c.uuid, p.version::float8 AS version,
               p.project_id AS person_project, p.properties, p.is_identified, p.created_at
          FROM unnest($1::uuid[], $2::int8[]) AS c(uuid, version) LEFT JOIN persons p ON p.uuid = c.uuid
         WHERE p.uuid IS NULL OR p.version <> c.version
@@ -92,13 +93,13 @@ export async function loadPersons(
          FROM unnest($3::int[], $4::text[]) AS k(project_id, distinct_id)
          JOIN person_distinct_ids d ON d.project_id = k.project_id AND d.distinct_id = k.distinct_id
          JOIN persons p ON p.uuid = d.person_uuid`,
-      [
+      values: [
         plainArrayLiteral(validate),
         plainArrayLiteral(validate.map((uuid) => persons.get(uuid)!.version)),
         plainArrayLiteral(toLoad.map((k) => k.projectId)),
         toLoad.map((k) => k.distinctId),
       ],
-    );
+    });
     const gone = new Set<string>();
     for (const row of rows) {
       if (row.kind === 'v') {
@@ -144,10 +145,11 @@ export async function loadPersons(
 export async function lockPersons(client: pg.ClientBase, expected: Map<string, number>): Promise<void> {
   if (expected.size === 0) return;
   const uuids = [...expected.keys()].sort();
-  const { rows } = await client.query<{ uuid: string; version: number }>(
-    'SELECT uuid, version::float8 AS version FROM persons WHERE uuid = ANY($1::uuid[]) ORDER BY uuid FOR UPDATE',
-    [uuids],
-  );
+  const { rows } = await client.query<{ uuid: string; version: number }>({
+    name: 'persons-lock',
+    text: 'SELECT uuid, version::float8 AS version FROM persons WHERE uuid = ANY($1::uuid[]) ORDER BY uuid FOR UPDATE',
+    values: [uuids],
+  });
   if (rows.length !== uuids.length) throw new PersonConflictError('a person was merged away by another writer');
   for (const row of rows) {
     if (Number(row.version) !== expected.get(row.uuid)) throw new PersonConflictError(`person ${row.uuid} changed concurrently`);
@@ -184,8 +186,9 @@ export async function writeBatch(
     created_at: p.createdAt,
     version: p.version,
   });
-  const { rows } = await client.query<Record<string, number>>(
-    `WITH
+  const { rows } = await client.query<Record<string, number>>({
+    name: 'batch-write',
+    text: `WITH
      ins_p AS (
        INSERT INTO persons (uuid, project_id, properties, is_identified, created_at, version)
        SELECT uuid, project_id, properties, is_identified, created_at, version
@@ -218,7 +221,7 @@ export async function writeBatch(
             (SELECT count(*) FROM del_p)::int AS del_p, (SELECT count(*) FROM ins_d)::int AS ins_d,
             (SELECT count(*) FROM warn)::int AS warn,
             (SELECT count(*) FROM pos)::int AS pos, (SELECT count(*) FROM mv)::int AS mv`,
-    [
+    values: [
       JSON.stringify(w.inserts.map(personRow)),
       JSON.stringify(w.updates.map((u) => ({ ...personRow(u.state), expected: u.expectedVersion }))),
       plainArrayLiteral(w.deletes.map((d) => d.uuid)),
@@ -236,7 +239,7 @@ export async function writeBatch(
       position.fence,
       position.nextPlannedEnd ?? null,
     ],
-  );
+  });
   const r = rows[0]!;
   if (r.pos !== 1) throw new OwnershipLostError(`${position.stream}/${position.shard}: fence ${position.fence} is no longer current`);
   if (r.ins_p !== w.inserts.length || r.upd_p !== w.updates.length || r.del_p !== w.deletes.length || r.ins_d !== w.newDistinctIds.length) {
@@ -250,11 +253,12 @@ export async function writeBatch(
 /** Warnings found after the batch's writes (groups refused by the size cap), in the batch's transaction. */
 export async function insertWarnings(client: pg.ClientBase, warnings: readonly IngestionWarning[]): Promise<void> {
   if (warnings.length === 0) return;
-  await client.query(
-    `INSERT INTO ingestion_warnings (project_id, type, details)
+  await client.query({
+    name: 'warnings-insert',
+    text: `INSERT INTO ingestion_warnings (project_id, type, details)
      SELECT project_id, type, details FROM json_to_recordset($1::json) AS x(project_id int, type text, details jsonb)`,
-    [JSON.stringify(warnings.map((x) => ({ project_id: x.projectId, type: x.type, details: cleanStrings(x.details) })))],
-  );
+    values: [JSON.stringify(warnings.map((x) => ({ project_id: x.projectId, type: x.type, details: cleanStrings(x.details) })))],
+  });
 }
 
 /**
@@ -264,8 +268,9 @@ export async function insertWarnings(client: pg.ClientBase, warnings: readonly I
  */
 export async function upsertGroups(client: pg.ClientBase | pg.Pool, groups: readonly GroupUpsert[], maxBytes: number): Promise<GroupUpsert[]> {
   if (groups.length === 0) return [];
-  const { rows } = await client.query<{ project_id: number; group_type_index: number; group_key: string }>(
-    `INSERT INTO groups (project_id, group_type_index, group_key, group_properties, created_at)
+  const { rows } = await client.query<{ project_id: number; group_type_index: number; group_key: string }>({
+    name: 'groups-upsert',
+    text: `INSERT INTO groups (project_id, group_type_index, group_key, group_properties, created_at)
      SELECT project_id, group_type_index, group_key, group_properties, created_at
        FROM json_to_recordset($1::json)
          AS x(project_id int, group_type_index int2, group_key text, group_properties jsonb, created_at timestamptz)
@@ -273,7 +278,7 @@ export async function upsertGroups(client: pg.ClientBase | pg.Pool, groups: read
        SET group_properties = groups.group_properties || excluded.group_properties, updated_at = now(), version = groups.version + 1
        WHERE octet_length((groups.group_properties || excluded.group_properties)::text) <= $2
      RETURNING project_id, group_type_index, group_key`,
-    [
+    values: [
       JSON.stringify(
         groups.map((g) => ({
           project_id: g.projectId,
@@ -285,7 +290,7 @@ export async function upsertGroups(client: pg.ClientBase | pg.Pool, groups: read
       ),
       maxBytes,
     ],
-  );
+  });
   if (rows.length === groups.length) return [];
   const written = new Set(rows.map((r) => `${r.project_id}:${r.group_type_index}:${r.group_key}`));
   return groups.filter((g) => !written.has(`${g.projectId}:${g.groupTypeIndex}:${g.groupKey}`));
