@@ -86,6 +86,38 @@ export async function planBatch(
   if (rowCount !== 1) await explainMismatch(pool, stream, shard, fence, position);
 }
 
+/** A batch about to be published: planBatch's arguments. */
+export interface BatchPlan extends PositionClaim {
+  first: number;
+  end: number;
+  replacing?: number;
+}
+
+/** planBatch for several partitions in one statement (a transaction holding their batches). */
+export async function planBatches(client: pg.ClientBase, plans: readonly BatchPlan[]): Promise<void> {
+  const { rows } = await client.query<{ stream: string; shard: number }>({
+    name: 'positions-plan',
+    text: `UPDATE shard_positions s SET pending_end = p.end_seq
+             FROM unnest($1::text[], $2::int[], $3::int8[], $4::int8[], $5::int8[], $6::int8[], $7::int8[])
+               AS p(stream, shard, fence, position, end_seq, first_seq, replacing)
+            WHERE s.stream = p.stream AND s.shard = p.shard AND s.fence = p.fence AND s.position = p.position
+              AND (s.pending_end IS NULL OR s.pending_end = p.end_seq OR s.pending_end < p.first_seq
+                   OR (s.pending_end = p.replacing AND p.end_seq > p.replacing))
+           RETURNING s.stream, s.shard`,
+    values: [
+      plans.map((p) => p.stream),
+      plans.map((p) => p.shard),
+      plans.map((p) => p.fence),
+      plans.map((p) => p.position),
+      plans.map((p) => p.end),
+      plans.map((p) => p.first),
+      plans.map((p) => p.replacing ?? null),
+    ],
+  });
+  const planned = new Set(rows.map((r) => `${r.stream}/${r.shard}`));
+  for (const p of plans) if (!planned.has(`${p.stream}/${p.shard}`)) await explainMismatch(client, p.stream, p.shard, p.fence, p.position);
+}
+
 /** This worker's own batch committed although it saw an error (e.g. the connection broke during COMMIT). */
 export class PositionMovedError extends Error {
   override name = 'PositionMovedError';
@@ -103,13 +135,35 @@ async function explainMismatch(db: pg.Pool | pg.ClientBase, stream: string, shar
   throw new OwnershipLostError(`${stream}/${shard}: fence ${fence} is no longer current`);
 }
 
+/** Where a partition's batch starts: its position row must still say so, under this fence. */
+export interface PositionClaim {
+  stream: string;
+  shard: number;
+  fence: number;
+  position: number;
+}
+
 /** First statement of a batch transaction: holds the position row until commit, checks fence and position. */
 export async function lockPosition(client: pg.ClientBase, stream: string, shard: number, fence: number, position: number): Promise<void> {
-  const { rows } = await client.query<{ position: string; fence: string }>({
-    name: 'position-lock',
-    text: 'SELECT position, fence FROM shard_positions WHERE stream = $1 AND shard = $2 FOR UPDATE',
-    values: [stream, shard],
+  await lockPositions(client, [{ stream, shard, fence, position }]);
+}
+
+/**
+ * lockPosition for the partitions of a transaction that holds several partitions' batches, in
+ * one statement: rows locked in (stream, shard) order, so two such transactions never wait on
+ * each other in a cycle.
+ */
+export async function lockPositions(client: pg.ClientBase, claims: readonly PositionClaim[]): Promise<void> {
+  const { rows } = await client.query<{ stream: string; shard: number; position: string; fence: string }>({
+    name: 'positions-lock',
+    text: `SELECT s.stream, s.shard, s.position, s.fence FROM shard_positions s
+             JOIN unnest($1::text[], $2::int[]) AS c(stream, shard) ON s.stream = c.stream AND s.shard = c.shard
+            ORDER BY s.stream, s.shard FOR UPDATE OF s`,
+    values: [claims.map((c) => c.stream), claims.map((c) => c.shard)],
   });
-  const row = rows[0];
-  if (!row || Number(row.fence) !== fence || Number(row.position) !== position) await explainMismatch(client, stream, shard, fence, position);
+  const found = new Map(rows.map((r) => [`${r.stream}/${r.shard}`, r]));
+  for (const c of claims) {
+    const row = found.get(`${c.stream}/${c.shard}`);
+    if (!row || Number(row.fence) !== c.fence || Number(row.position) !== c.position) await explainMismatch(client, c.stream, c.shard, c.fence, c.position);
+  }
 }

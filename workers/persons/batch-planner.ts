@@ -63,10 +63,11 @@ export class BatchPlanner {
    * reaches its end, or shows nothing more exists up to it. An unplanned one that would not fill
    * the limits lingers: most of a batch's cost (its statements, its commit, its messages) does
    * not grow with its events, so at moderate rates a shard's batch waits up to `lingerMs` after
-   * its first message for more. Under load the limits fill at once, or the commit before planned
-   * the batch (a backlog): neither waits.
+   * its first message for more, or until a turn starts that it can share (`joinNextTurn`,
+   * batch-turns.ts). Under load the limits fill at once, or the commit before planned the batch
+   * (a backlog): neither waits.
    */
-  async ready(feed: MessageFeed, stopping: () => boolean): Promise<boolean> {
+  async ready(feed: MessageFeed, stopping: () => boolean, joinNextTurn: (wake: () => void) => () => void = () => () => undefined): Promise<boolean> {
     await feed.waitForMessages(1_000);
     const last = feed.peekLast();
     if (stopping() || !last) return false;
@@ -79,11 +80,21 @@ export class BatchPlanner {
       return false;
     }
     if (!hasPlan && this.size.lingerMs > 0) {
-      // firstBufferedAt is 0 for messages left from the last take: they have waited already.
-      for (let left = feed.firstBufferedAt + this.size.lingerMs - performance.now(); left > 0 && !feed.fills(this.size) && feed.receiving; ) {
-        await feed.waitForMore(left);
-        if (stopping()) return false;
-        left = feed.firstBufferedAt + this.size.lingerMs - performance.now();
+      // A turn starting meanwhile (other shards' batches) takes this one along: its costs are shared then.
+      let joining = false;
+      const leave = joinNextTurn(() => {
+        joining = true;
+        feed.interrupt();
+      });
+      try {
+        // firstBufferedAt is 0 for messages left from the last take: they have waited already.
+        for (let left = feed.firstBufferedAt + this.size.lingerMs - performance.now(); left > 0 && !joining && !feed.fills(this.size) && feed.receiving; ) {
+          await feed.waitForMore(left);
+          if (stopping()) return false;
+          left = feed.firstBufferedAt + this.size.lingerMs - performance.now();
+        }
+      } finally {
+        leave();
       }
     }
     return true;

@@ -1,6 +1,7 @@
-// One batch of a (stream, shard), exactly once in effect, as named steps:
+// The batch of a (stream, shard), or the batches of several (batch-turns.ts), exactly once in
+// effect, as named steps:
 //   parse → hooks (transformations) → prepare (group types, dedup partition) → open (plan the
-//   end, BEGIN, lock the position row) → dedup uuids → load persons → compute in memory → lock
+//   ends, BEGIN, lock the position rows) → dedup uuids → load persons → compute in memory → lock
 //   changed persons and write everything → publish to PROCESSED with ids derived from source
 //   sequences (groups written alongside) → COMMIT.
 // A crash after publishing and before COMMIT replays the planned batch exactly: same ids, and
@@ -11,7 +12,7 @@ import type { JsMsg } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { HEADER_EVENT_COUNT, type CapturedEvent, type StreamKind } from '../../lib/index.js';
-import { beginBatch, isTransientDbError, lockPosition, OwnershipLostError, planBatch, type EventHooks } from '../coordination/index.js';
+import { beginBatch, isTransientDbError, lockPositions, OwnershipLostError, planBatch, planBatches, type EventHooks } from '../coordination/index.js';
 import {
   bodyRoom,
   checkCapturedEvent,
@@ -57,13 +58,30 @@ export class OutputTooLargeError extends Error {
   override name = 'OutputTooLargeError';
 }
 
+/** A partition's batch in a transaction; a transaction may hold several partitions' batches. */
+export interface BatchUnit {
+  partition: PartitionState;
+  batch: Batch;
+}
+
 /**
  * Processes `batch` in one transaction and commits it; throws (rolled back) on any failure.
  * Events in `batch.failed` are recorded as seen and reported, not processed.
  */
 export async function processBatch(ctx: PartitionContext, partition: PartitionState, batch: Batch): Promise<CommittedBatch> {
-  const committed = await run(ctx, partition, batch, undefined);
+  const [committed] = await run(ctx, [{ partition, batch }], undefined);
   return committed!;
+}
+
+/**
+ * Processes the batches of several partitions in one transaction: most of a batch's cost (its
+ * statements, its commit, its connection) is the same for 50 events as for 5,000, and at moderate
+ * rates each partition's batch is small. Each partition keeps its own plan, position, fence and
+ * PROCESSED message ids, exactly as if processed alone; any failure fails them all (rolled back),
+ * and the caller processes each alone (batch-turns.ts), where failures are told apart.
+ */
+export function processBatches(ctx: PartitionContext, units: readonly BatchUnit[]): Promise<CommittedBatch[]> {
+  return run(ctx, units, undefined);
 }
 
 /**
@@ -71,7 +89,7 @@ export async function processBatch(ctx: PartitionContext, partition: PartitionSt
  * publishing, and rolls back: resolves when they would process, throws what they fail with.
  */
 export async function tryBatch(ctx: PartitionContext, partition: PartitionState, batch: Batch, keep: ReadonlySet<string>): Promise<void> {
-  await run(ctx, partition, batch, keep);
+  await run(ctx, [{ partition, batch }], keep);
 }
 
 /** The dedup keys of the batch's events in stream order, each once, leaving out the failed ones. */
@@ -81,62 +99,92 @@ export function candidateKeys(kind: StreamKind, batch: Batch): string[] {
   return [...keys];
 }
 
-async function run(ctx: PartitionContext, partition: PartitionState, batch: Batch, trial: ReadonlySet<string> | undefined): Promise<CommittedBatch | undefined> {
+/** One unit's part of a transaction. */
+interface UnitWork extends BatchUnit {
+  sources: SourceMessage[];
+  parsed: ParsedBatch;
+  parsedEvents: number;
+  /** Events left out as failing (batch.failed), recorded as seen. */
+  failedEvents: BatchEvent[];
+  droppedByHooks: number;
+}
+
+async function run(ctx: PartitionContext, units: readonly BatchUnit[], trial: ReadonlySet<string> | undefined): Promise<CommittedBatch[]> {
   const phases = new PhaseClock();
-  const sources = sourcesOf(batch.messages);
-  // Parsed afresh on every attempt: processing changes events in place.
-  const parsed = parseMessages(partition.kind, sources);
-  const parsedEvents = parsed.events.length;
-  const failedEvents = trial || batch.failed.size === 0 ? [] : parsed.events.filter((e) => batch.failed.has(e.key));
-  const live = !trial && batch.failed.size === 0 ? parsed.events : parsed.events.filter((e) => !batch.failed.has(e.key) && (!trial || trial.has(e.key)));
-  parsed.events = await runHooks(ctx, partition, live, parsed.bodies);
-  const hookedEvents = parsed.events.length;
-  const generation = await prepare(ctx, parsed);
+  const work: UnitWork[] = [];
+  for (const { partition, batch } of units) {
+    const sources = sourcesOf(batch.messages);
+    // Parsed afresh on every attempt: processing changes events in place.
+    const parsed = parseMessages(partition.kind, sources);
+    const parsedEvents = parsed.events.length;
+    const failedEvents = trial || batch.failed.size === 0 ? [] : parsed.events.filter((e) => batch.failed.has(e.key));
+    const live = !trial && batch.failed.size === 0 ? parsed.events : parsed.events.filter((e) => !batch.failed.has(e.key) && (!trial || trial.has(e.key)));
+    parsed.events = await runHooks(ctx, partition, live, parsed.bodies);
+    work.push({ partition, batch, sources, parsed, parsedEvents, failedEvents, droppedByHooks: live.length - parsed.events.length });
+  }
+  // Every unit's events, unit after unit (each in stream order), and which unit each is of.
+  const unitOf = new Map<BatchEvent, number>();
+  const allEvents: BatchEvent[] = [];
+  const allFailed: BatchEvent[] = [];
+  work.forEach((w, u) => {
+    for (const e of w.parsed.events) {
+      unitOf.set(e, u);
+      allEvents.push(e);
+    }
+    for (const e of w.failedEvents) {
+      unitOf.set(e, u);
+      allFailed.push(e);
+    }
+  });
+  const generation = await prepare(ctx, allEvents);
   phases.end('prepare');
 
   const client = await ctx.pool.connect();
   phases.end('connect');
   let broken = false;
   try {
-    await open(client, partition, batch, sources, !trial);
+    await open(client, work, !trial);
     phases.end('lock');
-    const { events, failed, duplicates } = await dedup(client, partition, parsed.events, failedEvents, generation);
+    const { events, failed, duplicates } = await dedup(client, work, allEvents, allFailed, generation);
     phases.end('dedup');
     const loaded = await load(ctx, client, events);
     phases.end('load');
     const computed = compute(ctx, events, loaded);
     phases.end('compute');
-    const warnings = [...parsed.warnings, ...computed.result.warnings, ...failedWarnings(failed, batch, sources)];
-    const nextPlannedEnd = partition.nextPlannedEnd();
-    await write(client, partition, batch, computed, warnings, nextPlannedEnd);
+    const warnings = [...work.flatMap((w) => w.parsed.warnings), ...computed.result.warnings, ...failedWarnings(failed, work, unitOf)];
+    const nextPlannedEnds = work.map((w) => w.partition.nextPlannedEnd());
+    await write(client, work, computed, warnings, nextPlannedEnds);
     phases.end('write');
-    const parts = outputs(ctx, partition, sources, parsed, events, computed.result);
+    const parts = outputs(ctx, work, unitOf, events, computed.result);
     if (trial) {
       // What the group writer would do, inside this transaction: a group the data cannot be written for fails here too.
       await upsertGroups(client, computed.result.groups, ctx.limits.maxPropertiesBytes);
       await client.query('ROLLBACK');
-      return undefined;
+      return [];
     }
     const { publishedAt, refusedGroups } = await publish(ctx, parts, computed.result);
     phases.end('publish');
-    await ctx.faults?.afterPublish?.({ stream: partition.streamName, shard: partition.shard, first: sources[0]!.seq, last: batch.end });
+    for (const w of work) {
+      await ctx.faults?.afterPublish?.({ stream: w.partition.streamName, shard: w.partition.shard, first: w.sources[0]!.seq, last: w.batch.end });
+    }
     const groupWarnings = refusedGroupWarnings(refusedGroups, ctx.limits.maxPropertiesBytes);
     await insertWarnings(client, groupWarnings);
-    await commit(client, partition);
+    await commit(client, work);
     phases.end('commit');
 
     ctx.cache.applyCommitted(computed.writes);
-    recordMetrics(ctx, partition, {
-      sources,
-      parsed,
-      counts: { parsed: parsedEvents, droppedByHooks: live.length - hookedEvents, duplicates, failed: failed.length },
+    const failedOf = (u: number) => failed.filter((e) => unitOf.get(e) === u).length;
+    recordMetrics(ctx, {
+      work,
+      failed: work.map((_, u) => failedOf(u)),
+      duplicates,
       computed,
       warnings: [...warnings, ...groupWarnings],
       loaded,
       publishedAt,
       phases,
     });
-    return { end: batch.end, nextPlannedEnd };
+    return work.map((w, u) => ({ end: w.batch.end, nextPlannedEnd: nextPlannedEnds[u] }));
   } catch (err) {
     broken = isTransientDbError(err);
     await client.query('ROLLBACK').catch(() => {
@@ -208,9 +256,9 @@ export async function applyHooks(hooks: EventHooks, where: { stream: string; sha
 }
 
 /** Group type indexes and the dedup partition the batch needs, made outside its transaction. Returns the dedup generation. */
-async function prepare(ctx: PartitionContext, parsed: ParsedBatch): Promise<number> {
+async function prepare(ctx: PartitionContext, events: readonly BatchEvent[]): Promise<number> {
   const wantedTypes: [number, string][] = [];
-  for (const e of parsed.events) for (const t of groupTypesOf(e)) wantedTypes.push([e.projectId, t]);
+  for (const e of events) for (const t of groupTypesOf(e)) wantedTypes.push([e.projectId, t]);
   await ctx.groupTypes.ensure(ctx.pool, wantedTypes);
   const generation = ctx.dedup.current();
   await ctx.dedup.ensure(ctx.pool, generation);
@@ -218,15 +266,20 @@ async function prepare(ctx: PartitionContext, parsed: ParsedBatch): Promise<numb
 }
 
 /**
- * Makes the batch's end durable before anything of it is published (under load the previous
+ * Makes each batch's end durable before anything of it is published (under load the previous
  * batch's commit planned it; otherwise it is written now, ahead of the transaction), then begins
- * the transaction holding the position row. A trial publishes nothing and plans nothing.
+ * the transaction holding the position rows. A trial publishes nothing and plans nothing.
  */
-async function open(client: pg.ClientBase, partition: PartitionState, batch: Batch, sources: readonly SourceMessage[], plan: boolean): Promise<void> {
-  const { streamName, shard, fence, position } = partition;
-  if (plan && !batch.planned) await planBatch(client, streamName, shard, fence, position, sources[0]!.seq, batch.end, batch.replacing);
+async function open(client: pg.ClientBase, work: readonly UnitWork[], plan: boolean): Promise<void> {
+  const plans = plan ? work.filter((w) => !w.batch.planned) : [];
+  if (plans.length === 1) {
+    const { partition: p, batch, sources } = plans[0]!;
+    await planBatch(client, p.streamName, p.shard, p.fence, p.position, sources[0]!.seq, batch.end, batch.replacing);
+  } else if (plans.length > 1) {
+    await planBatches(client, plans.map(({ partition: p, batch, sources }) => ({ stream: p.streamName, shard: p.shard, fence: p.fence, position: p.position, first: sources[0]!.seq, end: batch.end, replacing: batch.replacing })));
+  }
   await beginBatch(client);
-  await lockPosition(client, streamName, shard, fence, position);
+  await lockPositions(client, work.map(({ partition: p }) => ({ stream: p.streamName, shard: p.shard, fence: p.fence, position: p.position })));
 }
 
 /**
@@ -235,7 +288,7 @@ async function open(client: pg.ClientBase, partition: PartitionState, batch: Bat
  */
 async function dedup(
   client: pg.ClientBase,
-  partition: PartitionState,
+  work: readonly UnitWork[],
   live: readonly BatchEvent[],
   failedEvents: readonly BatchEvent[],
   generation: number,
@@ -247,17 +300,18 @@ async function dedup(
   const projectIds = unique.map((e) => e.projectId);
   const uuids = unique.map((e) => e.event.uuid);
   let seenBefore = new Set<string>();
-  if (!partition.duplicatesLikely && !(await recordNewEvents(client, generation, projectIds, uuids))) {
-    // Some were seen before: undo the insert (only the position lock precedes it) and ask which.
+  let duplicatesLikely = work.some((w) => w.partition.duplicatesLikely);
+  if (!duplicatesLikely && !(await recordNewEvents(client, generation, projectIds, uuids))) {
+    // Some were seen before: undo the insert (only the position locks precede it) and ask which.
     await client.query('ROLLBACK');
     await beginBatch(client);
-    await lockPosition(client, partition.streamName, partition.shard, partition.fence, partition.position);
-    partition.duplicatesLikely = true;
+    await lockPositions(client, work.map(({ partition: p }) => ({ stream: p.streamName, shard: p.shard, fence: p.fence, position: p.position })));
+    duplicatesLikely = true;
   }
-  if (partition.duplicatesLikely) {
+  if (duplicatesLikely) {
     seenBefore = await recordEvents(client, generation, projectIds, uuids);
     // Back to the cheap path once a batch has none.
-    partition.duplicatesLikely = seenBefore.size > 0;
+    for (const w of work) w.partition.duplicatesLikely = seenBefore.size > 0;
   }
   const fresh = (e: BatchEvent) => !seenBefore.has(e.key) && firstSeen.get(e.key) === e;
   const events = live.filter(fresh);
@@ -285,56 +339,61 @@ function compute(ctx: PartitionContext, events: readonly BatchEvent[], loaded: L
 }
 
 /** An `event_processing_failed` warning per failed event (counted once: duplicates are not reported again). */
-function failedWarnings(failed: readonly BatchEvent[], batch: Batch, sources: readonly SourceMessage[]): IngestionWarning[] {
-  return failed.map((e) => ({
-    projectId: e.projectId,
-    type: 'event_processing_failed',
-    details: { eventUuid: e.event.uuid, event: e.event.event, distinctId: e.event.distinct_id, seq: sources[e.message]!.seq, reason: batch.failed.get(e.key) },
-  }));
+function failedWarnings(failed: readonly BatchEvent[], work: readonly UnitWork[], unitOf: ReadonlyMap<BatchEvent, number>): IngestionWarning[] {
+  return failed.map((e) => {
+    const { batch, sources } = work[unitOf.get(e)!]!;
+    return {
+      projectId: e.projectId,
+      type: 'event_processing_failed',
+      details: { eventUuid: e.event.uuid, event: e.event.event, distinctId: e.event.distinct_id, seq: sources[e.message]!.seq, reason: batch.failed.get(e.key) },
+    };
+  });
 }
 
-/** Locks the persons the batch changes (checking their versions), then writes every change and the new position. */
+/** Locks the persons the batch changes (checking their versions), then writes every change and the new positions. */
 async function write(
   client: pg.ClientBase,
-  partition: PartitionState,
-  batch: Batch,
+  work: readonly UnitWork[],
   { writes }: Computed,
   warnings: readonly IngestionWarning[],
-  nextPlannedEnd: number | undefined,
+  nextPlannedEnds: readonly (number | undefined)[],
 ): Promise<void> {
   const expected = new Map<string, number>();
   for (const u of writes.updates) expected.set(u.state.uuid, u.expectedVersion);
   for (const d of writes.deletes) expected.set(d.uuid, d.expectedVersion);
   await lockPersons(client, expected);
-  await writeBatch(client, writes, warnings, {
-    stream: partition.streamName,
-    shard: partition.shard,
-    fence: partition.fence,
-    position: batch.end,
-    nextPlannedEnd,
-  });
+  await writeBatch(
+    client,
+    writes,
+    warnings,
+    work.map(({ partition, batch }, u) => ({
+      stream: partition.streamName,
+      shard: partition.shard,
+      fence: partition.fence,
+      position: batch.end,
+      nextPlannedEnd: nextPlannedEnds[u],
+    })),
+  );
 }
 
 /**
- * The PROCESSED messages of the batch, in parts whose ids depend only on the source sequences
- * they cover. Every one must fit a NATS message: a line that cannot is found before anything is
- * published (a publish that fails part way would leave a replay to publish the rest).
+ * The PROCESSED messages of each partition's batch, in parts whose ids depend only on the source
+ * sequences they cover (never on which other batches shared the transaction). Every one must fit
+ * a NATS message: a line that cannot is found before anything is published (a publish that fails
+ * part way would leave a replay to publish the rest).
  */
-function outputs(
-  ctx: PartitionContext,
-  partition: PartitionState,
-  sources: readonly SourceMessage[],
-  parsed: ParsedBatch,
-  events: readonly BatchEvent[],
-  result: ProcessResult,
-): OutputPart[] {
-  const lines: OutputLine[][] = sources.map(() => []);
+function outputs(ctx: PartitionContext, work: readonly UnitWork[], unitOf: ReadonlyMap<BatchEvent, number>, events: readonly BatchEvent[], result: ProcessResult): OutputPart[] {
+  const lines: OutputLine[][][] = work.map((w) => w.sources.map(() => []));
   events.forEach((e, i) => {
     const out = result.outputs[i];
-    if (out) lines[e.message]!.push(processedLine(out, parsed.bodies[e.message], e, result.untouched[i]!));
+    if (!out) return;
+    const u = unitOf.get(e)!;
+    lines[u]![e.message]!.push(processedLine(out, work[u]!.parsed.bodies[e.message], e, result.untouched[i]!));
   });
   const maxPayload = ctx.maxPayload();
-  const parts = packOutputs(partition.streamName, partition.shard, sources, parsed.projects, lines, ctx.limits.publishPartBytes, maxPayload);
+  const parts = work.flatMap(({ partition, sources, parsed }, u) =>
+    packOutputs(partition.streamName, partition.shard, sources, parsed.projects, lines[u]!, ctx.limits.publishPartBytes, maxPayload),
+  );
   const tooLarge = parts.find((p) => p.body.length > bodyRoom(maxPayload, p.msgId));
   if (tooLarge) throw new OutputTooLargeError(`PROCESSED message ${tooLarge.msgId} of ${tooLarge.body.length} bytes does not fit the server's ${maxPayload}`);
   return parts;
@@ -370,18 +429,18 @@ function refusedGroupWarnings(groups: ProcessResult['groups'], maxBytes: number)
   }));
 }
 
-async function commit(client: pg.ClientBase, partition: PartitionState): Promise<void> {
-  if (!partition.leaseValid()) throw new OwnershipLostError('lease lapsed before commit');
+async function commit(client: pg.ClientBase, work: readonly UnitWork[]): Promise<void> {
+  if (!work.every((w) => w.partition.leaseValid())) throw new OwnershipLostError('lease lapsed before commit');
   await client.query('COMMIT');
 }
 
 function recordMetrics(
   ctx: PartitionContext,
-  partition: PartitionState,
   b: {
-    sources: readonly SourceMessage[];
-    parsed: ParsedBatch;
-    counts: { parsed: number; droppedByHooks: number; duplicates: number; failed: number };
+    work: readonly UnitWork[];
+    /** Per unit, events left out as failing. */
+    failed: readonly number[];
+    duplicates: number;
     computed: Computed;
     warnings: readonly IngestionWarning[];
     loaded: LoadedPersons;
@@ -390,17 +449,21 @@ function recordMetrics(
   },
 ): void {
   const { metrics } = ctx;
-  const stream = partition.streamName;
-  for (const s of b.sources) metrics.processingLatency.observe({ stream }, Math.max(0, b.publishedAt - s.storedAtMs) / 1000);
-  metrics.batchDuration.observe({ stream }, b.phases.totalMs() / 1000);
-  metrics.batchEvents.observe(b.counts.parsed);
+  const seconds = b.phases.totalMs() / 1000;
+  b.work.forEach((w, u) => {
+    const stream = w.partition.streamName;
+    for (const s of w.sources) metrics.processingLatency.observe({ stream }, Math.max(0, b.publishedAt - s.storedAtMs) / 1000);
+    metrics.batchDuration.observe({ stream }, seconds);
+    metrics.batchEvents.observe(w.parsedEvents);
+    // Dropped by a hook (a transformation returned null).
+    if (w.droppedByHooks > 0) metrics.eventsProcessed.inc({ kind: 'dropped' }, w.droppedByHooks);
+    if (b.failed[u]! > 0) metrics.eventsProcessed.inc({ kind: 'failed' }, b.failed[u]);
+    if (w.parsed.malformed > 0) metrics.eventsProcessed.inc({ kind: 'malformed' }, w.parsed.malformed);
+  });
+  metrics.transactionBatches.observe(b.work.length);
   for (const [name, ms] of b.phases.list) metrics.batchPhase.observe({ phase: name }, ms / 1000);
   for (const [kind, n] of b.computed.result.kinds) metrics.eventsProcessed.inc({ kind }, n);
-  if (b.counts.duplicates > 0) metrics.eventsProcessed.inc({ kind: 'duplicate' }, b.counts.duplicates);
-  // Dropped by a hook (a transformation returned null).
-  if (b.counts.droppedByHooks > 0) metrics.eventsProcessed.inc({ kind: 'dropped' }, b.counts.droppedByHooks);
-  if (b.counts.failed > 0) metrics.eventsProcessed.inc({ kind: 'failed' }, b.counts.failed);
-  if (b.parsed.malformed > 0) metrics.eventsProcessed.inc({ kind: 'malformed' }, b.parsed.malformed);
+  if (b.duplicates > 0) metrics.eventsProcessed.inc({ kind: 'duplicate' }, b.duplicates);
   for (const w of b.warnings) metrics.warnings.inc({ type: w.type });
   metrics.personCache.inc({ result: 'hit' }, b.loaded.cacheHits);
   metrics.personCache.inc({ result: 'miss' }, b.loaded.cacheMisses);

@@ -1,9 +1,10 @@
 // The persons role: every owned shard's EVENTS, HISTORICAL and OVERFLOW read in order, person,
 // alias and group processing, PROCESSED written exactly once in effect (docs/workers.md).
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
-import pLimit from 'p-limit';
 import type { Logger, Registry, StreamKind, StreamLayout } from '../../lib/index.js';
 import { createPool, errorText, type EventHooks, type ShardLease, type ShardRunner } from '../coordination/index.js';
+import { processBatches } from './batch-transaction.js';
+import { BatchTurns } from './batch-turns.js';
 import { DedupGenerations, type DedupUpkeep } from './dedup.js';
 import { GroupTypeRegistry } from './group-types.js';
 import { GroupWriter } from './group-writer.js';
@@ -90,8 +91,14 @@ export async function startPersons(options: PersonsOptions, deps: PersonsDeps): 
   }, Math.min(60_000, Math.max(1_000, Math.floor(options.dedupWindow / 4))));
   maintenance.unref();
 
-  const batchSlots = pLimit(options.batchConcurrency);
-  metrics.trackBatchSlots(() => ({ active: batchSlots.activeCount, waiting: batchSlots.pendingCount }));
+  const turns = new BatchTurns({
+    concurrency: options.batchConcurrency,
+    shareBelowEvents: Math.max(1, Math.floor(options.limits.maxEvents / 4)),
+    // Without lingering (WORKER_BATCH_LINGER=0) batches are not held back to be shared either.
+    share: options.limits.lingerMs > 0,
+    together: (units) => processBatches(ctx, units),
+  });
+  metrics.trackBatchSlots(() => ({ active: turns.activeCount, waiting: turns.pendingCount }));
   const ctx: PartitionContext = {
     js: deps.js,
     jsm: deps.jsm,
@@ -105,7 +112,7 @@ export async function startPersons(options: PersonsOptions, deps: PersonsDeps): 
     workerId: options.workerId,
     limits: options.limits,
     layout: options.layout,
-    batchSlots,
+    turns,
     hooks: deps.hooks,
     maxPayload: deps.maxPayload,
     faults: deps.faults,

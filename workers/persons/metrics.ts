@@ -109,6 +109,12 @@ export function createPersonMetrics(registry: Registry) {
       buckets: [1, 10, 100, 500, 1000, 2500, 5000, 10000, 25000],
       registers: r,
     }),
+    transactionBatches: new Histogram({
+      name: 'spate_worker_transaction_batches',
+      help: 'Batches (of different shards and streams) committed in one transaction: above 1 when small batches ready together share one',
+      buckets: [1, 2, 4, 8, 16, 32, 64],
+      registers: r,
+    }),
     eventsProcessed: new Counter({
       name: 'spate_worker_events_processed_total',
       help: 'Events processed, by kind (custom, identify, create_alias, merge_dangerously, groupidentify, personless, dropped, duplicate, malformed, failed: left out because processing it fails every time)',
@@ -123,7 +129,7 @@ export function createPersonMetrics(registry: Registry) {
     }),
     batchRetries: new Counter({
       name: 'spate_worker_batch_retries_total',
-      help: 'Batches redone, by reason (conflict: another writer changed a person; unavailable: Postgres or NATS down; error)',
+      help: 'Batches redone, by reason (conflict: another writer changed a person; unavailable: Postgres or NATS down; shared: a transaction shared with other shards\' batches failed, each runs again alone; error)',
       labelNames: ['reason'],
       registers: r,
     }),

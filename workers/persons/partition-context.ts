@@ -1,9 +1,9 @@
 // What every partition of the persons role shares: connections, caches, limits, metrics.
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
-import type { LimitFunction } from 'p-limit';
 import type pg from 'pg';
 import type { Logger, StreamLayout } from '../../lib/index.js';
 import type { EventHooks } from '../coordination/index.js';
+import type { BatchTurns } from './batch-turns.js';
 import type { DedupGenerations } from './dedup.js';
 import type { GroupTypeRegistry } from './group-types.js';
 import type { GroupWriter } from './group-writer.js';
@@ -46,7 +46,7 @@ export interface PartitionContext {
    * batches with a turn are taken from their shard's buffer and parsed, so few batches' events are
    * in memory at once.
    */
-  batchSlots: LimitFunction;
+  turns: BatchTurns;
   /** Run on each batch's events before person processing (transformations). */
   hooks: EventHooks;
   maxPayload: () => number;

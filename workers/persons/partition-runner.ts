@@ -16,7 +16,7 @@ import {
 } from '../coordination/index.js';
 import { BatchPlanner, type Batch } from './batch-planner.js';
 import { candidateKeys, processBatch, tryBatch, type CommittedBatch, type PartitionState } from './batch-transaction.js';
-import { inTurn, StoppedError } from './batch-turns.js';
+import { SharedBatchFailedError, StoppedError } from './batch-turns.js';
 import { MessageFeed } from './message-feed.js';
 import type { PartitionContext } from './partition-context.js';
 import { PersonConflictError } from './person-store.js';
@@ -89,7 +89,7 @@ export class PartitionRunner implements PartitionState {
       try {
         feed = await this.takeOver();
         while (!this.stopping) {
-          if (!(await this.planner.ready(feed, () => this.stopping))) {
+          if (!(await this.planner.ready(feed, () => this.stopping, (wake) => this.ctx.turns.joinNextTurn(wake)))) {
             if (feed.ended) throw feed.error instanceof Error ? feed.error : new Error(`consumer ended: ${String(feed.error)}`);
             await this.probe.check(feed);
             continue;
@@ -154,21 +154,33 @@ export class PartitionRunner implements PartitionState {
   /** Takes the batch from `feed` at its first turn and processes it until it commits; the same messages on every attempt. */
   private async processWithRetry(feed: MessageFeed): Promise<void> {
     let batch: Batch | undefined;
+    let single = false;
     for (let attempt = 0; ; attempt++) {
       if (this.stopping && attempt > 0) throw new StoppedError('stopping with a batch not committed: it will be replayed');
       if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed before the batch committed');
       try {
         // A turn per attempt: a batch pausing between attempts leaves its turn to other shards.
-        await inTurn(this.ctx.batchSlots, this.stopSignal.signal, async () => {
-          if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed while the batch waited for its turn');
-          batch ??= this.planner.take(feed);
-          if (!batch) return;
-          const { end, nextPlannedEnd } = await this.processIsolating(batch);
-          this.planner.committed(end, nextPlannedEnd);
+        const committed = await this.ctx.turns.run({
+          partition: this,
+          stop: this.stopSignal.signal,
+          single,
+          take: () => {
+            if (!this.leaseValid()) throw new OwnershipLostError('lease lapsed while the batch waited for its turn');
+            return (batch ??= this.planner.take(feed));
+          },
+          alone: (b) => this.processIsolating(b),
         });
+        if (committed) this.planner.committed(committed.end, committed.nextPlannedEnd);
         return;
       } catch (err) {
         if (err instanceof OwnershipLostError || err instanceof PositionMovedError || err instanceof StoppedError) throw err;
+        if (err instanceof SharedBatchFailedError) {
+          // Alone, at once: what failed (and whose it was) shows there.
+          this.log.debug({ err: errorText(err.cause) }, 'shared batch failed: running it alone');
+          this.ctx.metrics.batchRetries.inc({ reason: 'shared' });
+          single = true;
+          continue;
+        }
         const conflict = err instanceof PersonConflictError || isConflictDbError(err);
         const reason = conflict ? 'conflict' : isTransientDbError(err) || isNatsUnavailable(err) ? 'unavailable' : 'error';
         this.ctx.metrics.batchRetries.inc({ reason });

@@ -174,8 +174,10 @@ export async function writeBatch(
   client: pg.ClientBase,
   w: PersonWrites,
   warnings: readonly IngestionWarning[],
-  position: PositionCommit,
+  /** Every partition whose batch the transaction holds (usually one). */
+  positions: PositionCommit | readonly PositionCommit[],
 ): Promise<void> {
+  const moved = Array.isArray(positions) ? (positions as readonly PositionCommit[]) : [positions as PositionCommit];
   // Rows travel as one JSON document per table: serialised once, parsed once by PostgreSQL, where
   // jsonb[] parameters would be escaped element by element on both sides.
   const personRow = (p: PersonState) => ({
@@ -215,8 +217,9 @@ export async function writeBatch(
        INSERT INTO ingestion_warnings (project_id, type, details)
        SELECT project_id, type, details FROM json_to_recordset($10::json) AS x(project_id int, type text, details jsonb) RETURNING 1),
      pos AS (
-       UPDATE shard_positions SET position = $13, pending_end = $15, updated_at = now()
-       WHERE stream = $11 AND shard = $12 AND fence = $14 RETURNING 1)
+       UPDATE shard_positions s SET position = p.position, pending_end = p.next_end, updated_at = now()
+       FROM unnest($11::text[], $12::int[], $13::int8[], $14::int8[], $15::int8[]) AS p(stream, shard, position, fence, next_end)
+       WHERE s.stream = p.stream AND s.shard = p.shard AND s.fence = p.fence RETURNING 1)
      SELECT (SELECT count(*) FROM ins_p)::int AS ins_p, (SELECT count(*) FROM upd_p)::int AS upd_p,
             (SELECT count(*) FROM del_p)::int AS del_p, (SELECT count(*) FROM ins_d)::int AS ins_d,
             (SELECT count(*) FROM warn)::int AS warn,
@@ -233,15 +236,17 @@ export async function writeBatch(
       plainArrayLiteral(w.newDistinctIds.map((d) => d.personUuid)),
       // Details quote what was received (a malformed line may hold a NUL): storable, or the batch could never commit.
       JSON.stringify(warnings.map((x) => ({ project_id: x.projectId, type: x.type, details: cleanStrings(x.details) }))),
-      position.stream,
-      position.shard,
-      position.position,
-      position.fence,
-      position.nextPlannedEnd ?? null,
+      moved.map((p) => p.stream),
+      moved.map((p) => p.shard),
+      moved.map((p) => p.position),
+      moved.map((p) => p.fence),
+      moved.map((p) => p.nextPlannedEnd ?? null),
     ],
   });
   const r = rows[0]!;
-  if (r.pos !== 1) throw new OwnershipLostError(`${position.stream}/${position.shard}: fence ${position.fence} is no longer current`);
+  if (r.pos !== moved.length) {
+    throw new OwnershipLostError(`${moved.map((p) => `${p.stream}/${p.shard}`).join(', ')}: fence ${moved.map((p) => p.fence).join(', ')} no longer current`);
+  }
   if (r.ins_p !== w.inserts.length || r.upd_p !== w.updates.length || r.del_p !== w.deletes.length || r.ins_d !== w.newDistinctIds.length) {
     throw new PersonConflictError(
       `concurrent person change: inserted ${r.ins_p}/${w.inserts.length}, updated ${r.upd_p}/${w.updates.length}, ` +
