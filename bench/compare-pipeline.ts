@@ -29,6 +29,8 @@ per-round figures and medians.
   --flat-out        also capture as fast as it goes with the workers running, every round:
                     events/s out of PROCESSED
   --env K=V,...     settings for both clusters (e.g. WORKER_BATCH_CONCURRENCY=2)
+  --before-env K=V,...  settings for the "before" cluster only (the same build with
+  --after-env K=V,...   two settings: --before . --after . --after-env WORKER_BATCH_LINGER=0)
   -h, --help        this text`;
 
 const { values: args } = parseBenchArgs(USAGE, {
@@ -41,6 +43,8 @@ const { values: args } = parseBenchArgs(USAGE, {
     'warm-up': { type: 'string', default: '100000' },
     'flat-out': { type: 'boolean', default: false },
     env: { type: 'string', default: '' },
+    'before-env': { type: 'string', default: '' },
+    'after-env': { type: 'string', default: '' },
   },
 });
 if (!args.before || !args.after) usageError(USAGE, '--before and --after are required');
@@ -49,7 +53,8 @@ const rounds = Number(args.rounds);
 const durationS = Number(args.duration);
 const warmUp = Number(args['warm-up']);
 if (![rate, rounds, durationS].every((n) => n > 0) || !(warmUp >= 0)) usageError(USAGE, '--rate, --rounds, --duration and --warm-up must be positive numbers');
-const env = Object.fromEntries(args.env.split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+const settings = (text: string) => Object.fromEntries(text.split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+const env = { before: { ...settings(args.env), ...settings(args['before-env']) }, after: { ...settings(args.env), ...settings(args['after-env']) } };
 
 const log = (m: string) => console.error(`[compare ${new Date().toISOString().slice(11, 19)}] ${m}`);
 const dir = mkdtempSync(join(tmpdir(), 'spate-compare-pipeline-'));
@@ -74,7 +79,7 @@ try {
     ['before', args.before],
     ['after', args.after],
   ] as const) {
-    const cluster = await startClusterUnderTest({ dataDir: join(dir, name), checkout: resolve(checkout), env, log: (m) => log(`${name}: ${m}`) });
+    const cluster = await startClusterUnderTest({ dataDir: join(dir, name), checkout: resolve(checkout), env: env[name], log: (m) => log(`${name}: ${m}`) });
     const session = await PipelineSession.open(cluster.target, { log: (m) => log(`${name}: ${m}`) });
     builds.push({ name, cluster, session });
   }
