@@ -35,9 +35,10 @@ interface Report {
 
 describe.sequential('bench smoke', () => {
   it.each([
-    ['--quick', ['capture scenarios', 'latency vs rate', 'historical import', 'worker throughput', 'exports']],
-    ['--quick --only e2e', ['e2e lag']],
-  ])('bench - npm run bench -- %s runs its stages to the end and writes the report', { timeout: 900_000 }, async (options, stages) => {
+    // Every stage but the end-to-end one (the list grows with the bench: read from the report).
+    ['--quick', (stage: string) => stage !== 'e2e lag'],
+    ['--quick --only e2e', (stage: string) => stage === 'e2e lag'],
+  ])('bench - npm run bench -- %s runs its stages to the end and writes the report', { timeout: 900_000 }, async (options, shouldRun) => {
     for (const f of readdirSync(out)) rmSync(join(out, f), { force: true });
     const r = await bench(documented(options).split(' '));
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
@@ -45,7 +46,9 @@ describe.sequential('bench smoke', () => {
     expect(json, readdirSync(out).join(', ')).toBeDefined();
     expect(readdirSync(out)).toContain(json!.replace(/\.json$/, '.md'));
     const report = JSON.parse(readFileSync(join(out, json!), 'utf8')) as Report;
-    const ran = Object.entries(report.data.stages).filter(([, s]) => s.state !== 'skipped');
-    expect(Object.fromEntries(ran)).toEqual(Object.fromEntries(stages.map((s) => [s, expect.objectContaining({ state: 'ok' })])));
+    const stages = Object.entries(report.data.stages);
+    expect(stages.length).toBeGreaterThan(1);
+    const outcome = Object.fromEntries(stages.map(([name, s]) => [name, s.state]));
+    expect(outcome).toEqual(Object.fromEntries(stages.map(([name]) => [name, shouldRun(name) ? 'ok' : 'skipped'])));
   });
 });
