@@ -188,7 +188,7 @@ describe('export destinations', () => {
     clock.offset = 600_000 + 5_000;
     const failed = await rig.waitForRun('the first failure', (l) => l.exportId === record.id && l.status === 'Failed', 20_000);
     expect(failed.latest_error).toBe('NoSuchBucket on bucket no-such-bucket');
-    expect(await rig.worker.metrics.registry.metrics()).toMatch(/^spate_export_runs_total\{[^}]*destination="S3",status="Failed"[^}]*\} [1-9]\d*$/m);
+    await waitFor('the failure counted', async () => /^spate_export_runs_total\{[^}]*destination="S3",status="Failed"[^}]*\} [1-9]\d*$/m.test(await rig!.worker.metrics.registry.metrics()), 5_000, 50);
     const paused = await rig.waitForRun('the pause request', (l) => l.exportId === record.id && l.status === 'Failed' && Boolean(l.pause_export));
     expect(paused.pause_export).toBe('2 of the last 2 scheduled runs failed (limit 2 of 5)');
     // Failed at once: never FailedRetryable.

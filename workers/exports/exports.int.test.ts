@@ -140,8 +140,12 @@ describe('exports', () => {
     expect(JSON.parse(second.cursor!).first_seq).toBe(cursor.last_seq + 1);
     // What /metrics shows of it: the runs, their records, and how far behind the export is (its last
     // completed interval ended ~3 s before now on the runner's clock; it is held by this worker).
-    const metrics = await rig.worker.metrics.registry.metrics();
-    expect(metricValue(metrics, 'spate_export_runs_total', { destination: 'Postgres', status: 'Completed' })).toBe(2);
+    // (Counted just after the run's Completed line is sent: waited for.)
+    let metrics = '';
+    await waitFor('the second run counted', async () => {
+      metrics = await rig!.worker.metrics.registry.metrics();
+      return metricValue(metrics, 'spate_export_runs_total', { destination: 'Postgres', status: 'Completed' }) === 2;
+    }, 5_000, 50);
     expect(metricValue(metrics, 'spate_export_records_total', { destination: 'Postgres' })).toBe(201);
     const lag = metricValue(metrics, 'spate_export_lag_seconds', { export_id: record.id });
     expect(lag).toBeGreaterThanOrEqual(0);
