@@ -15,13 +15,17 @@ import {
   connectNats,
   createLogger,
   ensureStreams,
+  NATS_USERS,
   spreadStreamLeaders,
   STREAMS,
   streamLayout,
   streamNamesOf,
   type NatsConnection,
 } from '../../lib/index.js';
-import { startNatsCluster, type NatsClusterHandle } from '../../test/kit/nats.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateNatsServerAuth, startNatsNodes, type NatsNode } from '../../deploy/local/nats-server.js';
 import { parseBenchArgs, usageError } from '../lib/cli.js';
 import { cpuSeconds } from '../lib/processes.js';
 import { median, writeResults, type Table } from '../lib/report.js';
@@ -107,7 +111,7 @@ interface Measured {
   errors: number;
 }
 
-async function measure(cluster: NatsClusterHandle, publishers: JetStreamClient[], jsm: JetStreamManager, admin: NatsConnection, partitions: number, eventsPerMessage: number, run: number): Promise<Measured> {
+async function measure(cluster: { nodes: NatsNode[] }, publishers: JetStreamClient[], jsm: JetStreamManager, admin: NatsConnection, partitions: number, eventsPerMessage: number, run: number): Promise<Measured> {
   await deleteCaptureStreams(jsm);
   const layout = streamLayout(SHARDS, partitions);
   await ensureStreams(jsm, { replicas: 3, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 }, layout);
@@ -166,10 +170,14 @@ async function measure(cluster: NatsClusterHandle, publishers: JetStreamClient[]
 const started = performance.now();
 const info = runInfo();
 log(`3-node cluster, R3; partitions ${partitionsList.join(', ')}; events per message ${eventsPerMessageList.join(', ')}; ${runs} runs of ${durationS} s`);
-const cluster = await startNatsCluster(3);
+// The servers as the launcher runs them (deploy/local), in a temp dir; the bench connects as the operator.
+const clusterDir = mkdtempSync(join(tmpdir(), 'spate-streams-bench-'));
+const auth = generateNatsServerAuth();
+const cluster = { nodes: await startNatsNodes(clusterDir, 3, auth, { clusterName: 'spate-bench' }) };
+const operator = { user: NATS_USERS.operator, pass: auth.passwords.operator };
 const nodeUrls = cluster.nodes.map((n) => n.url);
-const connections = await Promise.all(nodeUrls.map((url, i) => connectNats(url, `streams-bench-${i + 1}`, cluster.credentials('operator'), { asyncTraces: false })));
-const admin = await cluster.connect('streams-bench-admin');
+const connections = await Promise.all(nodeUrls.map((url, i) => connectNats(url, `streams-bench-${i + 1}`, operator, { asyncTraces: false })));
+const admin = await connectNats(nodeUrls.join(','), 'streams-bench-admin', operator);
 const jsm = await jetstreamManager(admin);
 const publishers = connections.map((nc) => jetstream(nc, { timeout: 10_000 }));
 const results: Measured[] = [];
@@ -189,7 +197,8 @@ try {
 } finally {
   for (const nc of connections) await nc.close();
   await admin.close();
-  await cluster.stop();
+  await Promise.all(cluster.nodes.map((n) => n.stop()));
+  rmSync(clusterDir, { recursive: true, force: true });
 }
 
 const nodes = cluster.nodes.map((n) => n.options.serverName);

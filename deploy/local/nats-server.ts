@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NATS_USERS } from '../../lib/index.js';
 import { withParentDeathSignal } from './parent-death.js';
+import { freePort } from './ports.js';
 import { waitFor } from './wait.js';
 
 /** The users of deploy/nats/auth.conf whose passwords nats-server reads from its environment. */
@@ -216,4 +217,31 @@ export async function waitForJetStreamLeader(monitorUrls: readonly string[]): Pr
     }
     return false;
   }, 30_000);
+}
+
+/**
+ * Starts `size` nodes of one JetStream cluster on free loopback ports, in `root`/n1, n2 …, all with
+ * `auth`; resolves once JetStream has a meta leader. For tests and benchmarks (the launcher picks
+ * its own ports).
+ */
+export async function startNatsNodes(root: string, size: number, auth: NatsServerAuth, options: { maxPayload?: number; clusterName?: string } = {}): Promise<NatsNode[]> {
+  const routePorts: number[] = [];
+  for (let i = 0; i < size; i++) routePorts.push(await freePort());
+  const nodes: NatsNode[] = [];
+  for (let i = 0; i < size; i++) {
+    nodes.push(
+      new NatsNode({
+        dir: join(root, `n${i + 1}`),
+        port: await freePort(),
+        monitorPort: await freePort(),
+        serverName: `n${i + 1}`,
+        maxPayload: options.maxPayload,
+        cluster: { name: options.clusterName ?? 'spate-test', port: routePorts[i]!, routePorts: routePorts.filter((_, j) => j !== i) },
+        auth,
+      }),
+    );
+  }
+  await Promise.all(nodes.map((n) => n.start()));
+  await waitForJetStreamLeader(nodes.map((n) => n.monitorUrl));
+  return nodes;
 }

@@ -5,7 +5,7 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectNats, NATS_INBOX_PREFIXES, NATS_USERS, type NatsAuth, type NatsConnection, type NatsRole } from '../../lib/index.js';
-import { generateNatsServerAuth, NatsNode, waitForJetStreamLeader, type NatsServerAuth } from '../../deploy/local/nats-server.js';
+import { generateNatsServerAuth, NatsNode, startNatsNodes, type NatsServerAuth } from '../../deploy/local/nats-server.js';
 import { freePort } from '../../deploy/local/ports.js';
 import { makeTestCertificates } from './tls.js';
 
@@ -133,24 +133,7 @@ export interface NatsClusterHandle extends AsyncDisposable, NatsCredentials {
 export async function startNatsCluster(size = 3, options: { maxPayload?: number } = {}): Promise<NatsClusterHandle> {
   const root = mkdtempSync(join(tmpdir(), 'spate-nats-cluster-'));
   const auth = generateNatsServerAuth();
-  const routePorts: number[] = [];
-  for (let i = 0; i < size; i++) routePorts.push(await freePort());
-  const nodes: NatsNode[] = [];
-  for (let i = 0; i < size; i++) {
-    nodes.push(
-      new NatsNode({
-        dir: join(root, `n${i + 1}`),
-        port: await freePort(),
-        monitorPort: await freePort(),
-        serverName: `n${i + 1}`,
-        maxPayload: options.maxPayload,
-        cluster: { name: 'spate-test', port: routePorts[i]!, routePorts: routePorts.filter((_, j) => j !== i) },
-        auth,
-      }),
-    );
-  }
-  await Promise.all(nodes.map((n) => n.start()));
-  await waitForJetStreamLeader(nodes.map((n) => n.monitorUrl));
+  const nodes = await startNatsNodes(root, size, auth, options);
   const urls = nodes.map((n) => n.url).join(',');
   const credentials = credentialsFor(urls, auth);
   const unregister = register([urls, ...nodes.map((n) => n.url)], credentials);
