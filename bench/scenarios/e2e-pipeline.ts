@@ -1,6 +1,6 @@
 // Scenario: the whole pipeline, capture → PROCESSED, with /batch/ of 1,000 events of the realistic
 // mix (bench/lib/mix-bodies.ts), measured as issue 17 states its targets, all in one run:
-//   1. warm-up: events sent as fast as capture takes them and processed; the worker's CPU per
+//   1. warm-up: events sent at a moderate constant rate and processed; the worker's CPU per
 //      event over each 10k events of its life (a fresh worker's first events cost more);
 //   2. capture alone: the workers paused (SIGSTOP), capture as fast as it goes: the rate the
 //      ingest tier acknowledges; then the workers resumed and the backlog drained;
@@ -36,6 +36,8 @@ export interface PipelineOptions {
   fractions?: readonly number[];
   /** Events sent and processed before anything is measured (default 100,000). */
   warmUpEvents?: number;
+  /** Their rate (default 5,000 events/s; 0: as fast as capture takes them). */
+  warmUpRate?: number;
   perRequest?: number;
   connections?: number;
   /** Known persons of the mix (default 20,000). */
@@ -65,11 +67,16 @@ export interface PacedPhase {
   sentEvents: number;
   processedEvents: number;
   processedPerSec: number;
+  /** Processed as fast as offered (≥ 90%): the lag stayed bounded. */
+  keptPace: boolean;
   p50: number;
   p90: number;
   p99: number;
   max: number;
-  /** Per event sent in the measured window. */
+  /**
+   * From the phase's first request until every event of it came out of PROCESSED, ÷ its events:
+   * what processing them cost each process, whether or not the pipeline kept pace.
+   */
   cpu: CpuPerEvent;
 }
 
@@ -169,8 +176,13 @@ export class PipelineSession {
     }
   }
 
-  /** Sends `events` as fast as capture takes them and waits until they are processed; the worker's CPU per event over each 10k. */
-  async warmUp(events: number): Promise<PipelineResult['warmUp']> {
+  /**
+   * Sends `events` at `eventsPerSec` (as fast as capture takes them without it) and waits until
+   * they are processed; the worker's CPU per event over each 10k. Paced, batches stay small and
+   * the events processed follow the CPU spent closely: a worker draining a backlog flat out takes
+   * 10k events per shard at once, and 10k windows moved ±50% with where its commits fell.
+   */
+  async warmUp(events: number, eventsPerSec?: number): Promise<PipelineResult['warmUp']> {
     const started = Date.now();
     const samples: { processed: number; worker: number }[] = [];
     const base = this.reader.count;
@@ -178,7 +190,13 @@ export class PipelineSession {
     sample();
     const sampler = setInterval(sample, 100);
     try {
-      await this.flatOut(`warm-up (${events.toLocaleString('en-US')} events)`, { requests: Math.ceil(events / this.perRequest) });
+      if (eventsPerSec === undefined) {
+        await this.flatOut(`warm-up (${events.toLocaleString('en-US')} events)`, { requests: Math.ceil(events / this.perRequest) });
+      } else {
+        this.o.log(`e2e pipeline: warm-up (${events.toLocaleString('en-US')} events at ${eventsPerSec.toLocaleString('en-US')} events/s)`);
+        const r = await runPaced({ url: this.t.captureUrl, path: '/batch/', body: () => this.bodies.next(), ratePerSec: eventsPerSec / this.perRequest, durationS: events / eventsPerSec, connections: this.connections, signal: this.o.signal });
+        this.acknowledged += r.okWithWarmup * this.perRequest;
+      }
       await this.drain('warm-up');
     } finally {
       clearInterval(sampler);
@@ -235,9 +253,10 @@ export class PipelineSession {
   async paced(eventsPerSec: number, durationS: number, fraction = Number.NaN): Promise<PacedPhase> {
     this.o.signal?.throwIfAborted();
     this.o.log(`e2e pipeline: ${Number.isFinite(fraction) ? `${Math.round(fraction * 100)}% of capture alone, ` : ''}${Math.round(eventsPerSec)} events/s`);
-    let before: Record<string, number> = {};
     const w: Window = { fromMs: Number.POSITIVE_INFINITY, toMs: Number.POSITIVE_INFINITY, processed: 0, lastMs: 0, lag: histogram() };
     this.windows.add(w);
+    await this.drain('the phase before');
+    const before = cpuNow(this.t.processes);
     try {
       const result = await runPaced({
         url: this.t.captureUrl,
@@ -249,26 +268,28 @@ export class PipelineSession {
         connections: this.connections,
         signal: this.o.signal,
         onMeasuring: () => {
-          before = cpuNow(this.t.processes);
           w.fromMs = Date.now();
         },
       });
-      const after = cpuNow(this.t.processes);
       w.toMs = Date.now();
       this.acknowledged += result.okWithWarmup * this.perRequest;
       const sent = result.ok * this.perRequest;
       await this.drain(`${Math.round(eventsPerSec)} events/s`).catch((err: unknown) => this.o.log(String(err)));
+      // Until the last of them is processed (the drain ends a quiet second later: ~1% more).
+      const after = cpuNow(this.t.processes);
+      const processedPerSec = w.processed / Math.max(0.001, (w.lastMs - w.fromMs) / 1000);
       const phase: PacedPhase = {
         fraction,
         offeredEventsPerSec: eventsPerSec,
         sentEvents: sent,
         processedEvents: w.processed,
-        processedPerSec: w.processed / Math.max(0.001, (w.lastMs - w.fromMs) / 1000),
+        processedPerSec,
+        keptPace: processedPerSec >= 0.9 * eventsPerSec && w.processed >= sent,
         p50: w.lag.getValueAtPercentile(50),
         p90: w.lag.getValueAtPercentile(90),
         p99: w.lag.getValueAtPercentile(99),
         max: w.lag.maxValue,
-        cpu: perEvent(before, after, sent),
+        cpu: perEvent(before, after, result.okWithWarmup * this.perRequest),
       };
       this.o.log(`e2e pipeline: lag p50 ${phase.p50} ms, p99 ${phase.p99} ms; pipeline CPU ${phase.cpu.pipeline!.toFixed(1)} µs/event`);
       return phase;
@@ -282,7 +303,8 @@ export class PipelineSession {
 export async function measurePipeline(t: PipelineTarget, o: PipelineOptions): Promise<PipelineResult> {
   const session = await PipelineSession.open(t, o);
   try {
-    const warmUp = await session.warmUp(o.warmUpEvents ?? 100_000);
+    const rate = o.warmUpRate ?? 5_000;
+    const warmUp = await session.warmUp(o.warmUpEvents ?? 100_000, rate > 0 ? rate : undefined);
     const captureAlone = await session.captureAlone(o.durationS);
     const running = await session.running(o.durationS);
     const paced: PacedPhase[] = [];
