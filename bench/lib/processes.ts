@@ -66,7 +66,7 @@ function statFields(pid: number | string): string[] {
 }
 
 /** Two adjacent clock-tick fields of /proc/<pid>/stat (user, system) in seconds; 0 once the process has ended. */
-function statSeconds(pid: number, userField: number): number {
+function statSeconds(pid: number | string, userField: number): number {
   try {
     const fields = statFields(pid);
     return (Number(fields[userField]) + Number(fields[userField + 1])) / 100; // clock ticks, 100/s
@@ -88,6 +88,17 @@ export function machineCpuSeconds(): { busy: number; idle: number; iowait: numbe
   // user nice system idle iowait irq softirq steal (guest time is already in user)
   const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = fields;
   return { busy: (user + nice + system + irq + softirq + steal) / 100, idle: idle / 100, iowait: iowait / 100 };
+}
+
+/**
+ * CPU seconds (user + system) of a process's main thread and of its other threads (libuv's pool,
+ * where zlib compresses; V8's GC helpers; worker threads) so far; zeros once it has ended. The
+ * process's own line counts every thread, ended ones too: the others are that less the main one.
+ */
+export function threadCpuSeconds(pid: number): { main: number; others: number } {
+  const all = statSeconds(pid, 11);
+  const main = statSeconds(`${pid}/task/${pid}`, 11);
+  return { main, others: Math.max(0, all - main) };
 }
 
 /** CPU seconds of a process's children that have ended and been waited for (cutime + cstime). */
