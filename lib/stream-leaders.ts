@@ -55,7 +55,10 @@ export interface SpreadResult {
   leaders: Record<string, string | undefined>;
 }
 
-const ROUNDS = 8;
+/** Step-down rounds: each move lands on a right node with at least even odds, so 12 rounds leave a group crowded about once in 4,000 starts. */
+const ROUNDS = 12;
+/** How long the first spread waits for just-created (or catching-up) replicas to be current. */
+const SETTLE_WAIT_MS = 10_000;
 /** How long a stepped-down stream may take to have a leader again before the round goes on. */
 const ELECTION_WAIT_MS = 10_000;
 
@@ -88,16 +91,26 @@ async function waitForLeader(jsm: JetStreamManager, name: string): Promise<void>
   }
 }
 
-/** Steps leaders down until each partitioned kind's streams are led from different nodes (see above). */
-export async function spreadStreamLeaders(nc: NatsConnection, jsm: JetStreamManager, layout: StreamLayout, log: Logger): Promise<SpreadResult> {
+/**
+ * Steps leaders down until each partitioned kind's streams are led from different nodes (see
+ * above), first waiting up to `settleMs` for replicas that are not current yet.
+ */
+export async function spreadStreamLeaders(nc: NatsConnection, jsm: JetStreamManager, layout: StreamLayout, log: Logger, settleMs = 0): Promise<SpreadResult> {
   const names = PARTITIONED_KINDS.map((kind) => streamNamesOf(kind, layout));
   let moved = 0;
-  for (let round = 1; ; round++) {
+  const settleBy = Date.now() + settleMs;
+  for (let rounds = 0; ; ) {
     const groups = await Promise.all(names.map((group) => Promise.all(group.map((name) => leaderOf(jsm, name)))));
     const leaders = Object.fromEntries(groups.flat().map((s) => [s.name, s.leader]));
     const moves = leadersToMove(groups);
     const unsettled = groups.some((g) => g.length > 1 && g.some((s) => !s.leader || !s.settled));
-    if (moves.length === 0 || round > ROUNDS) {
+    // Streams created a moment ago have replicas still catching up, and a group with one is left
+    // alone: wait for them (briefly) rather than start capture with the leaders where they fell.
+    if (moves.length === 0 && unsettled && Date.now() < settleBy) {
+      await new Promise((r) => setTimeout(r, 250));
+      continue;
+    }
+    if (moves.length === 0 || rounds++ === ROUNDS) {
       if (moved > 0) log.info({ moved, leaders }, 'stream leaders spread over the NATS nodes');
       return { moved, spread: moves.length === 0 && !unsettled, leaders };
     }
@@ -135,7 +148,7 @@ export class StreamLeaderSpreader {
   /** The first spread (awaited: capture starts with the leaders spread), then the periodic ones. */
   async start(): Promise<SpreadResult | undefined> {
     if (this.layout.partitions < 2 || this.intervalMs <= 0) return undefined;
-    const first = await this.spread();
+    const first = await this.spread(SETTLE_WAIT_MS);
     this.schedule();
     return first;
   }
@@ -154,8 +167,8 @@ export class StreamLeaderSpreader {
     this.timer.unref();
   }
 
-  private spread(): Promise<SpreadResult | undefined> {
-    return spreadStreamLeaders(this.nc, this.jsm, this.layout, this.log).catch((err: unknown) => {
+  private spread(settleMs = 0): Promise<SpreadResult | undefined> {
+    return spreadStreamLeaders(this.nc, this.jsm, this.layout, this.log, settleMs).catch((err: unknown) => {
       this.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'could not spread the stream leaders: trying again later');
       return undefined;
     });
