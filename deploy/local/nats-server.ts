@@ -127,6 +127,31 @@ export function natsConfigText(o: NatsNodeOptions): string {
   return lines.join('\n') + '\n';
 }
 
+/** nats-server ended before it answered /healthz (a port taken meanwhile, a bad config): its last log lines say why. */
+export class NatsServerExited extends Error {
+  readonly code = 'NATS_SERVER_EXITED';
+  constructor(
+    serverName: string,
+    exitCode: number,
+    readonly logTail: string,
+  ) {
+    super(`nats-server ${serverName} exited with ${exitCode}:\n${logTail}`);
+  }
+
+  /** The port it was given was taken between choosing it and binding it: starting again on other ports helps. */
+  get portTaken(): boolean {
+    return /address already in use/i.test(this.logTail);
+  }
+}
+
+function logTail(path: string, lines = 5): string {
+  try {
+    return readFileSync(path, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
 export class NatsNode {
   private child: ChildProcess | undefined;
   private exited: Promise<void> = Promise.resolve();
@@ -179,7 +204,7 @@ export class NatsNode {
     );
     child.once('error', () => undefined);
     await waitFor(`nats-server ${o.serverName} on port ${o.port}`, async () => {
-      if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}; see ${o.dir}/nats.log`);
+      if (child.exitCode !== null) throw new NatsServerExited(o.serverName, child.exitCode, logTail(join(o.dir, 'nats.log')));
       const res = await fetch(`${this.monitorUrl}/healthz`).catch(() => undefined);
       return res?.ok === true;
     });

@@ -5,7 +5,7 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectNats, NATS_INBOX_PREFIXES, NATS_USERS, type NatsAuth, type NatsConnection, type NatsRole } from '../../lib/index.js';
-import { generateNatsServerAuth, NatsNode, startNatsNodes, type NatsServerAuth } from '../../deploy/local/nats-server.js';
+import { generateNatsServerAuth, NatsNode, NatsServerExited, startNatsNodes, type NatsServerAuth } from '../../deploy/local/nats-server.js';
 import { freePort } from '../../deploy/local/ports.js';
 import { makeTestCertificates } from './tls.js';
 
@@ -90,17 +90,27 @@ export async function startNats(options: { maxPayload?: number; maxPending?: num
   const dir = mkdtempSync(join(tmpdir(), 'spate-nats-'));
   const auth = generateNatsServerAuth();
   const certificates = options.tls ? makeTestCertificates(dir) : undefined;
-  const node = new NatsNode({
-    dir,
-    port: await freePort(),
-    monitorPort: await freePort(),
-    serverName: 'test-nats',
-    maxPayload: options.maxPayload,
-    maxPending: options.maxPending,
-    auth,
-    tls: certificates,
-  });
-  await node.start();
+  // A port free a moment ago can be taken by a parallel test before nats-server binds it: start
+  // again on other ports then (a CI run lost a test file to it).
+  let node: NatsNode;
+  for (let attempt = 1; ; attempt++) {
+    node = new NatsNode({
+      dir,
+      port: await freePort(),
+      monitorPort: await freePort(),
+      serverName: 'test-nats',
+      maxPayload: options.maxPayload,
+      maxPending: options.maxPending,
+      auth,
+      tls: certificates,
+    });
+    try {
+      await node.start();
+      break;
+    } catch (err) {
+      if (!(err instanceof NatsServerExited && err.portTaken) || attempt === 3) throw err;
+    }
+  }
   const credentials = credentialsFor(node.url, auth, certificates?.caFile);
   const unregister = register([node.url], credentials);
   const stop = async () => {
