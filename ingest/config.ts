@@ -102,7 +102,7 @@ export const ingestConfigDefinition = {
   maxMessageBytes: setting('PUBLISH_MAX_MESSAGE_BYTES', envBytes('1MiB'), 'largest JetStream message (events are packed up to it; capped by the server max_payload)'),
   maxInflightPerSubject: setting('PUBLISH_MAX_INFLIGHT_PER_SUBJECT', envInt(1, 1), 'unacknowledged messages per subject; while at the limit, new events coalesce into the next message. Above 1, a retried message may land behind a later one (per-distinct_id order is then not guaranteed)'),
   ackTimeout: setting('PUBLISH_ACK_TIMEOUT', envDuration('5s'), 'how long to wait for a JetStream PubAck before retrying'),
-  publishAttempts: setting('PUBLISH_ATTEMPTS', envInt(3, 1), 'attempts per message (same Nats-Msg-Id) before the request gets 503'),
+  publishAttempts: setting('PUBLISH_ATTEMPTS', envInt(6, 1), 'attempts per message (same Nats-Msg-Id) before the request gets 503; 50 ms between the first two, doubling to 1 s (6 wait ≈1.5 s, past a stream leader election)'),
   retryAfterSeconds: setting('RETRY_AFTER_SECONDS', envInt(1, 0), 'Retry-After sent with 503'),
   spikeEventsPerSecond: setting('SPIKE_EVENTS_PER_SECOND', envNumber(100), 'per (project, distinct_id) sustained realtime rate before events divert to OVERFLOW (0 disables)'),
   spikeBurst: setting('SPIKE_BURST', envNumber(1000), 'per (project, distinct_id) burst allowance before diverting to OVERFLOW'),

@@ -39,6 +39,15 @@ export interface PublisherOptions {
   retryAfterSeconds: number;
 }
 
+/**
+ * The pause after a failed attempt: 50 ms, doubling to at most 1 s. While a stream elects a new
+ * leader (~0.3 s after a step-down, more on a loaded host) publishes fail at once with "no
+ * responders"; the default 6 attempts wait ≈1.5 s in all, so an election costs latency, not a 503.
+ */
+export function retryDelayMs(attempt: number): number {
+  return Math.min(50 * 2 ** (attempt - 1), 1_000);
+}
+
 /** One request waiting for the messages that carry its events. */
 class Tracker {
   remaining = 0;
@@ -232,7 +241,7 @@ export class EventPublisher {
         failure = err;
         this.metrics.publishRetries.inc();
         this.log.warn({ err, subject: queue.subject, attempt }, 'JetStream publish failed');
-        if (attempt < this.options.attempts) await new Promise((r) => setTimeout(r, 50 * attempt));
+        if (attempt < this.options.attempts) await new Promise((r) => setTimeout(r, retryDelayMs(attempt)));
       }
     }
     this.metrics.publishLatency.observe((performance.now() - started) / 1000);

@@ -152,6 +152,57 @@ describe('partitioned streams', () => {
     }
   });
 
+  it('streams - capture goes on through stream leader elections: every request answered 200, every event stored once', { timeout: 120_000 }, async () => {
+    await using cluster = await startNatsCluster(3);
+    const nc = await cluster.connect('elections-test');
+    let node: IngestNode | undefined;
+    try {
+      await (await new Kvm(nc).create(PROJECTS_BUCKET, { history: 1, replicas: 3 })).put(KEY, JSON.stringify({ projectId: PROJECT, organizationId: 'org' }));
+      node = await startIngest(ingestConfig(cluster, { NATS_URL: cluster.urls, STREAM_REPLICAS: '3' }), { log: silentLog });
+      const jsm = await jetstreamManager(nc);
+      const leader = async () => (await jsm.streams.info('EVENTS').catch(() => undefined))?.cluster?.leader;
+      await waitFor('EVENTS led, replicas current', async () => {
+        const info = await jsm.streams.info('EVENTS');
+        return info.cluster?.leader !== undefined && (info.cluster.replicas ?? []).every((r) => r.current);
+      });
+
+      // Four clients send single events one after another while EVENTS' leader steps down five
+      // times; a publish during an election fails at once ("no responders") and is retried.
+      let sending = true;
+      const statuses = new Map<number, number>();
+      let sent = 0;
+      const client = async (c: number) => {
+        for (let i = 0; sending; i++) {
+          const res = await fetch(`${node!.url}/capture/`, { method: 'POST', body: JSON.stringify({ api_key: KEY, event: 'e', distinct_id: `c${c}-${i}`, properties: { i } }) });
+          statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+          await res.arrayBuffer();
+          sent++;
+        }
+      };
+      const clients = [0, 1, 2, 3].map(client);
+      for (let i = 0; i < 5; i++) {
+        const before = await leader();
+        await nc.request('$JS.API.STREAM.LEADER.STEPDOWN.EVENTS', '', { timeout: 5_000 });
+        await waitFor('a new EVENTS leader', async () => {
+          const now = await leader();
+          return now !== undefined && now !== before;
+        });
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      sending = false;
+      await Promise.all(clients);
+
+      expect(Object.fromEntries(statuses)).toEqual({ 200: sent });
+      // A distinct id per event, so none turns hot and moves to OVERFLOW; both are counted anyway.
+      let stored = 0;
+      for (const stream of ['EVENTS', 'OVERFLOW']) stored += (await storedIn(jsm, stream)).reduce((n, m) => n + m.events.length, 0);
+      expect(stored).toBe(sent);
+    } finally {
+      await node?.stop();
+      await nc.close();
+    }
+  });
+
   it('streams - K = 1 (the default) keeps the single streams EVENTS, HISTORICAL, OVERFLOW and PROCESSED', async () => {
     await using nats = await startNats();
     const nc = await nats.connect('partitions-default');
