@@ -15,6 +15,28 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
+/** The workers' bucket on a fresh nats-server, both gone after the test. */
+async function freshBucket(): Promise<KV> {
+  const nats = await startNats();
+  cleanups.push(() => nats[Symbol.asyncDispose]());
+  const nc = await nats.connect('coordinator-test', 'worker');
+  cleanups.push(() => nc.close());
+  return new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
+}
+
+/** A coordinator of SHARDS shard leases (doing nothing) and `sets`, stopped after the test. */
+function leaseCoordinator(kv: KV, id: string, sets: LeaseSet[]): LeaseCoordinator {
+  const c = new LeaseCoordinator(
+    kv,
+    { workerId: id, ttlMs: TTL_MS },
+    [shardLeases(SHARDS, () => ({ stop: () => Promise.resolve() })), ...sets],
+    createLogger('coordinator-test', 'silent'),
+    createCoordinationMetrics(),
+  );
+  cleanups.push(() => c.stop());
+  return c;
+}
+
 /**
  * The real bucket, except that the answer to a chosen call ("<method> <key>") comes `ms` after the
  * call has taken effect; `answerLate` resolves when it has. Counts the calls made and the most
@@ -52,11 +74,7 @@ function withLateAnswers(kv: KV) {
  * its own stop, `started` every shard whose processing it started, in order.
  */
 async function coordinatorWithLateAnswers() {
-  const nats = await startNats();
-  cleanups.push(() => nats[Symbol.asyncDispose]());
-  const nc = await nats.connect('coordinator-test', 'worker');
-  cleanups.push(() => nc.close());
-  const bucket = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
+  const bucket = await freshBucket();
   const { kv, answerLate, calls, mostCreatesAtOnce } = withLateAnswers(bucket);
   const stoppedEarly: number[] = [];
   const started: number[] = [];
@@ -124,11 +142,7 @@ describe('shard coordinator', () => {
   });
 
   it('coordinator - a clean leave is taken over at once while listing the members fails', async () => {
-    const nats = await startNats();
-    cleanups.push(() => nats[Symbol.asyncDispose]());
-    const nc = await nats.connect('coordinator-test', 'worker');
-    cleanups.push(() => nc.close());
-    const bucket = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
+    const bucket = await freshBucket();
     let listingFails = false;
     // b's listings hang (a loaded NATS) once both workers share the shards.
     const slowListing = interceptKvCalls(bucket, (method, _args, run) => (method === 'keys' && listingFails ? new Promise(() => undefined) : run()));
@@ -183,11 +197,7 @@ describe('shard coordinator', () => {
 
 describe('lease sets', () => {
   it('lease sets - a role\'s named leases (export.<id>) are each held by one worker at a time, spread like shards, and move when their holder leaves', async () => {
-    const nats = await startNats();
-    cleanups.push(() => nats[Symbol.asyncDispose]());
-    const nc = await nats.connect('coordinator-test', 'worker');
-    cleanups.push(() => nc.close());
-    const bucket = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
+    const bucket = await freshBucket();
     let exportIds = ['e1', 'e2', 'e3', 'e4'];
     const running = new Map<string, string>(); // export id → the worker running it
     const coordinator = (id: string) => {
@@ -200,15 +210,7 @@ describe('lease sets', () => {
           return { stop: () => Promise.resolve(void running.delete(lease.name)) };
         },
       };
-      const c = new LeaseCoordinator(
-        bucket,
-        { workerId: id, ttlMs: TTL_MS },
-        [shardLeases(SHARDS, () => ({ stop: () => Promise.resolve() })), exports],
-        createLogger('coordinator-test', 'silent'),
-        createCoordinationMetrics(),
-      );
-      cleanups.push(() => c.stop());
-      return c;
+      return leaseCoordinator(bucket, id, [exports]);
     };
     const a = coordinator('a');
     const b = coordinator('b');
@@ -238,11 +240,7 @@ describe('lease sets', () => {
 
 describe('rounds', () => {
   it('coordinator - renewing an opt-in set\'s holder key starts no round: listings stay at the renewal pace', async () => {
-    const nats = await startNats();
-    cleanups.push(() => nats[Symbol.asyncDispose]());
-    const nc = await nats.connect('coordinator-test', 'worker');
-    cleanups.push(() => nc.close());
-    const bucket = await new Kvm(nc).create(WORKERS_BUCKET, { history: 1, ttl: TTL_MS });
+    const bucket = await freshBucket();
     let listings = 0;
     const counted = interceptKvCalls(bucket, (method, _args, run) => {
       if (method === 'keys') listings++;
@@ -250,15 +248,7 @@ describe('rounds', () => {
     });
     const coordinator = (id: string) => {
       const exports: LeaseSet = { set: 'export', optIn: true, names: () => ['e1', 'e2'], start: () => ({ stop: () => Promise.resolve() }) };
-      const c = new LeaseCoordinator(
-        counted,
-        { workerId: id, ttlMs: TTL_MS },
-        [shardLeases(SHARDS, () => ({ stop: () => Promise.resolve() })), exports],
-        createLogger('coordinator-test', 'silent'),
-        createCoordinationMetrics(),
-      );
-      cleanups.push(() => c.stop());
-      return c;
+      return leaseCoordinator(counted, id, [exports]);
     };
     const a = coordinator('a');
     const b = coordinator('b');

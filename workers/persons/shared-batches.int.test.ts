@@ -2,7 +2,8 @@
 // at moderate rates each shard's batch is a few dozen events, and each paid for its own
 // statements and commit. Each keeps its own position and PROCESSED message ids; a shared
 // transaction that fails is run again batch by batch, where a poison event is found and left out.
-import { headers } from '@nats-io/transport-node';
+import type { JetStreamClient } from '@nats-io/jetstream';
+import { headers, type NatsConnection } from '@nats-io/transport-node';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { shardOf, subjectFor } from '../../lib/index.js';
@@ -23,6 +24,32 @@ function idsOnDistinctShards(count: number): string[] {
   return ids;
 }
 
+/**
+ * A worker on fresh NATS and PostgreSQL that has processed one event of `project` (so its first,
+ * slower batch is behind it), `count` ids on shards of their own, and a one-connection pool.
+ */
+async function withWarmWorker(
+  project: number,
+  count: number,
+  test: (t: { nc: NatsConnection; js: JetStreamClient; db: pg.Pool; worker: Worker; ids: string[] }) => Promise<void>,
+): Promise<void> {
+  await using nats = await startNats();
+  const { nc, js } = await connectAndCreateStreams(nats.url);
+  const databaseUrl = await freshDatabase();
+  const worker = await startWorker(workerConfig(nats.url, databaseUrl), testDeps());
+  const db = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  try {
+    const ids = idsOnDistinctShards(count);
+    await publishEvents(js, [capture(project, 'warm', ids[0]!)]);
+    await waitFor('the first event', async () => (await readProcessed(nc)).length === 1, 30_000, 50);
+    await test({ nc, js, db, worker, ids });
+  } finally {
+    await db.end();
+    await worker.stop();
+    await nc.close();
+  }
+}
+
 async function histogram(worker: Worker, name: string): Promise<{ count: number; sum: number }> {
   const text = await worker.metrics.registry.metrics();
   const read = (suffix: string) => Number(new RegExp(`^${name}_${suffix}(?:\\{[^}]*\\})? (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
@@ -31,15 +58,7 @@ async function histogram(worker: Worker, name: string): Promise<{ count: number;
 
 describe('shared transactions', () => {
   it('shared transactions - batches of many shards ready together commit in a few transactions, each shard under its own PROCESSED ids', async () => {
-    await using nats = await startNats();
-    const { nc, js } = await connectAndCreateStreams(nats.url);
-    const databaseUrl = await freshDatabase();
-    const worker = await startWorker(workerConfig(nats.url, databaseUrl), testDeps());
-    const db = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-    try {
-      const ids = idsOnDistinctShards(12);
-      await publishEvents(js, [capture(4, 'warm', ids[0]!)]);
-      await waitFor('the first event', async () => (await readProcessed(nc)).length === 1, 30_000, 50);
+    await withWarmWorker(4, 12, async ({ nc, js, db, worker, ids }) => {
       const before = await histogram(worker, 'spate_worker_transaction_batches');
       // One message per shard, all at once: as one capture request of 12 users is published.
       const events = ids.map((id) => capture(4, 'step', id, { $set: { at: id } }));
@@ -60,23 +79,11 @@ describe('shared transactions', () => {
       }
       const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM persons WHERE properties ? 'at'");
       expect(rows[0]!.n).toBe(12);
-    } finally {
-      await db.end();
-      await worker.stop();
-      await nc.close();
-    }
+    });
   });
 
   it('shared transactions - a poison event fails the shared transaction: each batch runs alone, the poison event is left out and every other event processed once', async () => {
-    await using nats = await startNats();
-    const { nc, js } = await connectAndCreateStreams(nats.url);
-    const databaseUrl = await freshDatabase();
-    const worker = await startWorker(workerConfig(nats.url, databaseUrl), testDeps());
-    const db = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-    try {
-      const ids = idsOnDistinctShards(8);
-      await publishEvents(js, [capture(6, 'warm', ids[0]!)]);
-      await waitFor('the first event', async () => (await readProcessed(nc)).length === 1, 30_000, 50);
+    await withWarmWorker(6, 8, async ({ nc, js, db, worker, ids }) => {
       const good = ids.slice(1).map((id) => capture(6, 'step', id));
       // $set nested ~5,000 levels: JSON.stringify cannot write it back (RangeError), every time.
       const poison = capture(6, 'deep', ids[0]!, { $set: { nested: '__DEEP__' } });
@@ -95,10 +102,6 @@ describe('shared transactions', () => {
       // The poison batch was in a shared transaction, and every batch of it ran again alone.
       const text = await worker.metrics.registry.metrics();
       expect(Number(/^spate_worker_batch_retries_total\{[^}]*reason="shared"[^}]*\} (\d+)$/m.exec(text)?.[1] ?? 0)).toBeGreaterThanOrEqual(2);
-    } finally {
-      await db.end();
-      await worker.stop();
-      await nc.close();
-    }
+    });
   });
 });
