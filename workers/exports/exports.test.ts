@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { exportEgressPolicy as egressPolicy } from './egress.js';
 import { keeps, type RunPlan } from './plan.js';
 import { eventJsonLine, pythonIsoUs } from './records.js';
@@ -68,6 +68,31 @@ describe('export records and plans', () => {
     expect(line).toBe(
       '{"uuid":"u","event":"e","properties":{"b":1,"a":[2]},"distinct_id":"d","team_id":3,"timestamp":"2024-01-01T00:00:01+00:00","person_id":null,"elements_chain":"","set":null,"set_once":{"x":1},"created_at":"2024-01-01T00:00:02.000005+00:00","_inserted_at":"2024-01-01T00:00:02.000005+00:00"}\n',
     );
+  });
+
+  it('records - times are right across fractions, seconds and before 1970, in any order of calls', () => {
+    for (const iso of ['2024-01-01T00:00:00.999Z', '2024-01-01T00:00:01Z', '1969-12-31T23:59:59.5Z', '2024-01-01T00:00:00.999Z', '1969-12-31T23:59:59Z']) {
+      const ms = t(iso);
+      expect(pythonIsoUs(ms * 1000 + 7)).toBe(`${new Date(ms).toISOString().slice(0, 23)}007+00:00`);
+      expect(pythonIsoUs(ms * 1000)).toBe(ms % 1000 === 0 ? `${new Date(ms).toISOString().slice(0, 19)}+00:00` : `${new Date(ms).toISOString().slice(0, 23)}000+00:00`);
+    }
+  });
+
+  it('records - a message of 1,000 events formats each second once, not each time (Date costs ~1 µs a call)', () => {
+    // One message: a shared arrival, timestamps spread over 10 seconds (as a busy minute of capture).
+    const arrivalUs = t('2024-01-01T01:00:00.250Z') * 1000 + 3;
+    const lines = Array.from({ length: 1_000 }, (_, i) => ({
+      uuid: `u${i}`, event: 'e', properties: {}, distinct_id: 'd', team_id: 1, timestampUs: t('2024-01-01T00:59:50Z') * 1000 + i * 10_000 + 1,
+      person_id: null, elements_chain: '', set: null, set_once: null, insertedAtUs: arrivalUs, seq: i,
+    }));
+    const toIso = vi.spyOn(Date.prototype, 'toISOString');
+    try {
+      const text = lines.map(eventJsonLine).join('');
+      expect(text.split('\n')[999]).toContain('"timestamp":"2024-01-01T00:59:59.990001+00:00"');
+      expect(toIso.mock.calls.length).toBeLessThanOrEqual(11); // 10 seconds of timestamps + 1 of arrival
+    } finally {
+      toIso.mockRestore();
+    }
   });
 
   it('plans - a backfill keeps its timestamps and leaves completed scheduled ranges; a scheduled run leaves what a backfill took', () => {
