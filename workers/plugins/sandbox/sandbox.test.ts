@@ -170,6 +170,16 @@ describe('plugin sandbox', () => {
     expect(ops.filter(([op]) => op === 'fetch').map(([, a]) => (a as { url: string }).url)).toEqual(['https://api.example/x?id=user-0', 'https://api.example/x?id=user-1']);
   });
 
+  it('sandbox - batches in flight at once on one engine each go on as soon as what they await settles', async () => {
+    const { host } = recordingHost({ 'cache.get': () => new Promise((r) => setTimeout(() => r({ value: 1 }), 50)) });
+    const s = await sandbox('export async function onEvent(event, { cache }) { await cache.get(event.uuid) }', { host });
+    const started = performance.now();
+    const outcomes = await Promise.all([s.runBatch('onEvent', 'void', events(3)), s.runBatch('onEvent', 'void', events(3)), s.runBatch('onEvent', 'void', events(3))]);
+    expect(outcomes).toEqual([[], [], []]);
+    // Not one after the other's wall time (2 s): each is woken by its own host calls.
+    expect(performance.now() - started).toBeLessThan(1_500);
+  });
+
   it('sandbox - a promise that never settles, or one slower than the wall time, times out', async () => {
     const { host } = recordingHost({ 'storage.get': () => new Promise((r) => setTimeout(() => r(null), 5_000)) });
     const s = await sandbox(

@@ -97,7 +97,8 @@ export class Sandbox {
   private readonly batches = new Map<number, SandboxBatch>();
   private readonly deferreds = new Set<QuickJSDeferredPromise>();
   private opsInFlight = 0;
-  private opSettled: () => void = () => undefined;
+  /** What waits for a host call to settle: every batch and call in flight on this engine. */
+  private readonly opWaiters = new Set<() => void>();
 
   private constructor(
     private readonly rt: QuickJSRuntime,
@@ -402,10 +403,13 @@ export class Sandbox {
         return;
       }
       let timer: NodeJS.Timeout | undefined;
+      let wake: () => void = () => undefined;
       await new Promise<void>((resolve) => {
-        this.opSettled = resolve;
+        wake = resolve;
+        this.opWaiters.add(resolve);
         timer = setTimeout(resolve, left);
       });
+      this.opWaiters.delete(wake);
       clearTimeout(timer);
     }
   }
@@ -437,7 +441,9 @@ export class Sandbox {
         this.deferreds.delete(deferred);
         deferred.dispose();
       }
-      this.opSettled();
+      // Any of them may be waiting on this call (a batch's promise chains across them): all look again.
+      for (const wake of this.opWaiters) wake();
+      this.opWaiters.clear();
     }).catch(() => undefined);
     return deferred.handle;
   }
