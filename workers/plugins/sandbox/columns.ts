@@ -37,13 +37,15 @@ export function eventView(batch: SandboxBatch, event: SandboxEvent): Record<stri
   return view;
 }
 
-/** `key`: "t<field>" a top-level field, "p<name>" a property, "k" the top-level keys, "e" the events whole. */
+/**
+ * `key`: "t<field>" a top-level field, "p<name>" a property, "k" the top-level keys; "s" the
+ * events whole, one JSON text a line (JSON.stringify never writes a line break).
+ */
 export function columnText(batch: SandboxBatch, key: string): string {
   const { events } = batch;
+  if (key === 's') return events.map((e) => JSON.stringify(eventView(batch, e))).join('\n');
   const values: unknown[] = new Array(events.length);
-  if (key === 'e') {
-    for (let i = 0; i < events.length; i++) values[i] = eventView(batch, events[i]!);
-  } else if (key === 'k') {
+  if (key === 'k') {
     for (let i = 0; i < events.length; i++) values[i] = topKeys(events[i]!);
   } else if (key[0] === 't') {
     const field = key.slice(1);

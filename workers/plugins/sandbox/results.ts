@@ -3,6 +3,7 @@
 //   T<key><value>  set a top-level field        X<key>  delete a top-level field
 //   P<key><value>  set a property               D<key>  delete a property
 //   A<json>        replace all properties       R<json> the result as a whole (another object)
+//   W<json><body>  a result object whose string `body` comes apart, unescaped (webhooks)
 //   N              null or undefined            E<name><message>  the call threw
 // where <key>, <json>, <name>, <message> are `<length>:<text>` (length in UTF-16 units, as the
 // engine counts) and <value> is s<str> | n<str> | b1 | b0 | z (null) | u (undefined) | j<json>.
@@ -94,6 +95,15 @@ export function decodeResults(text: string): EventOutcome[] {
         case 'R': {
           const json = sized();
           out.push({ kind: 'result', index, value: JSON.parse(json) as unknown, size: json.length });
+          done = true;
+          break;
+        }
+        case 'W': {
+          const json = sized();
+          const body = sized();
+          const value = JSON.parse(json) as Record<string, unknown>;
+          value.body = body;
+          out.push({ kind: 'result', index, value, size: json.length + body.length });
           done = true;
           break;
         }

@@ -97,7 +97,7 @@ describe('plugin sandbox', () => {
     expect(reads).toBe(2 * 500);
   });
 
-  it('sandbox - read-only methods: composeWebhook values, onEvent errors; JSON.stringify of an event is the event as the plugin sees it, changes included', async () => {
+  it('sandbox - read-only methods: composeWebhook values, onEvent errors; the event is what the plugin sees, its changes its own', async () => {
     const s = await sandbox(`export function composeWebhook(event, { config }) {
       if (event.properties.n === 1) return null
       if (event.properties.n === 2) event.properties.added = true
@@ -121,6 +121,32 @@ describe('plugin sandbox', () => {
     expect(JSON.parse(body(2).props)).toEqual({ ...batch.events[2]!.properties, added: true });
     expect(out[3]).toMatchObject({ kind: 'error', name: 'Error', message: 'no $pageview' });
     expect(await s.runBatch('onEvent', 'void', batch)).toEqual([{ kind: 'error', index: 0, name: 'RetryError', message: 'later' }]);
+  });
+
+  it('sandbox - events a read-only method keeps past its call stay whole (a buffer across batches)', async () => {
+    const { host, logs } = recordingHost();
+    const s = await sandbox(
+      `export function onEvent(e, { global }) {
+        (global.buf ||= []).push(e)
+        if (global.buf.length >= 3) {
+          console.log(JSON.stringify(global.buf))
+          console.log(global.buf.map((x) => x.properties.n + ':' + x.event + ':' + Object.keys(x).length + ':' + JSON.stringify(x.properties)).join(','))
+          global.buf = []
+        }
+      }`,
+      { host },
+    );
+    const first = events(2);
+    const second = events(2);
+    expect(await s.runBatch('onEvent', 'void', first)).toEqual([]);
+    expect(await s.runBatch('onEvent', 'void', second)).toEqual([]);
+    const visible = (e: Record<string, unknown>) => {
+      const { token: _t, project_id: _p, ...rest } = e;
+      return { ...rest, team_id: 7 };
+    };
+    expect(JSON.parse(logs[0]![1])).toEqual([visible(first.events[0]!), visible(first.events[1]!), visible(second.events[0]!)]);
+    const props = (i: number) => JSON.stringify(first.events[i]!.properties);
+    expect(logs[1]).toEqual(['LOG', `0:clicked:7:${props(0)},1:$pageview:7:${props(1)},0:clicked:7:${props(0)}`]);
   });
 
   it('sandbox - a looping event times out alone; the batch goes on and the engine stays usable', async () => {

@@ -234,8 +234,9 @@ export class Sandbox {
         await this.settle(() => this.pendingOf(id), (indexes, why) => indexes.forEach((i) => timeouts.set(i, why)));
         text = this.string(this.api.collect, [id]);
       } catch (err) {
-        // The heap filled up while the batch ran, and only reading its results met it.
-        if (err instanceof SandboxError && err.code === 'out_of_memory') return this.breakOn(n, { name: 'InternalError', message: 'out of memory' });
+        // The heap filled up while the batch ran, and only reading its results met it: the
+        // prelude's own calls fail for nothing else (the error itself may not be made whole).
+        if (err instanceof SandboxError && (err.code === 'out_of_memory' || err.code === 'broken')) return this.breakOn(n, { name: 'InternalError', message: 'out of memory' });
         throw err;
       }
       const outcomes = new Map<number, BatchOutcome>();
