@@ -78,6 +78,7 @@ type SendResult = { status: number; statusText: string } | { error: Error };
 /** The worker's connections to webhook destinations. */
 export class WebhookSender {
   private readonly agent: Agent;
+  private readonly addresses = new Map<string, Error | null>();
 
   constructor(
     private readonly egress: EgressPolicy,
@@ -99,13 +100,8 @@ export class WebhookSender {
 
   /** Sends one webhook; resolves with its answer's status or the error (never rejects). */
   send(w: Webhook): Promise<SendResult> {
-    try {
-      // Names are checked on each connection (lookup); an address written in the URL here.
-      const host = w.url.hostname.replace(/^\[|\]$/g, '');
-      if (/^[0-9.]+$|:/.test(host)) this.egress.check(w.url.hostname, host);
-    } catch (err) {
-      return Promise.resolve({ error: err as Error });
-    }
+    const refused = this.refusal(w.url.hostname);
+    if (refused) return Promise.resolve({ error: refused });
     return new Promise<SendResult>((resolve) => {
       let status = 0;
       let statusText = '';
@@ -144,6 +140,26 @@ export class WebhookSender {
         },
       );
     });
+  }
+
+  /**
+   * Why the egress policy refuses an address written in a URL (names are checked on each
+   * connection, by the lookup). Remembered per host: the answer for an address never changes.
+   */
+  private refusal(hostname: string): Error | undefined {
+    let known = this.addresses.get(hostname);
+    if (known === undefined) {
+      known = null;
+      const host = hostname.replace(/^\[|\]$/g, '');
+      try {
+        if (/^[0-9.]+$|:/.test(host)) this.egress.check(hostname, host);
+      } catch (err) {
+        known = err as Error;
+      }
+      if (this.addresses.size >= 10_000) this.addresses.clear();
+      this.addresses.set(hostname, known);
+    }
+    return known ?? undefined;
   }
 
   async close(): Promise<void> {
