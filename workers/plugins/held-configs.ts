@@ -72,6 +72,7 @@ export function holdPluginConfigs(coordinator: LeaseCoordinator, settings: HeldC
     () => runners.size,
     () => [...runners.values()].flatMap((r): DeliveryLag[] => { const lag = r.lag(); return lag ? [lag] : []; }),
   );
+  sender.seconds = metrics.webhookSeconds;
   coordinator.addLeaseSet({
     set: PLUGIN_LEASES,
     names: () => heldNames(deps.catalog),
