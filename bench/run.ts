@@ -18,6 +18,7 @@ import { writeEventsFile } from './lib/generate-events.js';
 import { asJson, markdownTable, median, writeResults } from './lib/report.js';
 import { runInfo } from './lib/run-info.js';
 import { describeError, runStage, stageSummary, type StageStatus } from './lib/stages.js';
+import { runPluginDelivery } from './plugins/delivery.js';
 import { runPluginBench } from './plugins/stage.js';
 import { BASELINE, SPATE, STAGES, suiteCharts, suiteData, suiteTables, type StageName, type SuiteChartData, type SuiteState } from './lib/suite-report.js';
 import { captureScenarios, emptyCaptureResults, measureCapture } from './scenarios/capture.js';
@@ -124,6 +125,8 @@ const limits: Record<StageName, number> = {
   'historical import': 60 + 2 * runs * 2 * (importDurationS + 15),
   'worker throughput': quick ? 150 : 900,
   plugins: quick ? 60 : 300,
+  // Its own nats-server, PostgreSQL and worker; three destinations, each with its ceiling.
+  'plugin delivery': quick ? 120 : 600,
   exports: quick ? 120 : 600,
   // Start, warm-up, two flat-out phases and the constant rates, each with its drain.
   'e2e lag': 240 + (e2eFractions.length + 2) * (durationS + 120),
@@ -277,6 +280,13 @@ async function main(): Promise<void> {
       state.plugins = await runPluginBench({ quick, log });
     });
   } else skip('plugins', onlyReason);
+
+  // ---- plugin delivery: a destination from PROCESSED to a local HTTP server, and its ceiling ----
+  if (wanted('plugin delivery', 'destination')) {
+    await stage('plugin delivery', async (signal) => {
+      state.pluginDelivery = await runPluginDelivery({ events: quick ? 10_000 : 200_000, log, signal });
+    });
+  } else skip('plugin delivery', onlyReason);
 
   // ---- batch exports: one interval of 1M events (100k with --quick) to S3 and PostgreSQL ----
   if (wanted('exports', 'batch export')) {

@@ -148,11 +148,15 @@ export const workerConfigDefinition = {
     envDuration('1s'),
     'wait before the second attempt at delivering an event, doubled for each further one (at most 1 minute); the destination waits meanwhile, other configs and ingestion do not',
   ),
-  pluginWebhookConnections: setting('PLUGIN_WEBHOOK_CONNECTIONS', envInt(16, 1), 'connections the worker keeps to each origin composeWebhook sends to'),
+  pluginWebhookConnections: setting(
+    'PLUGIN_WEBHOOK_CONNECTIONS',
+    envInt(32, 1),
+    'keep-alive connections the worker opens to each origin composeWebhook sends to (shared by its configs): with one request at a time on each, a destination 50 ms away takes at most this many ÷ 0.05 requests per second',
+  ),
   pluginWebhookPipelining: setting(
     'PLUGIN_WEBHOOK_PIPELINING',
-    envInt(4, 1),
-    'webhook requests in flight on one connection (HTTP/1.1 pipelining; 1: one at a time): a request on a connection that breaks may be sent again, as any delivery may',
+    envInt(1, 1),
+    'webhook requests in flight on one connection (HTTP/1.1 pipelining; 1: one at a time): more raise the rate to distant destinations that support it; a connection that breaks has all its requests sent again',
   ),
   pluginWebhookInFlight: setting('PLUGIN_WEBHOOK_IN_FLIGHT', envInt(256, 1), 'webhook requests of one destination config in flight at once'),
   pluginBreakerTimeouts: setting(

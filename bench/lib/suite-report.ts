@@ -7,13 +7,14 @@ import type { CpuPerEvent, PipelineResult } from '../scenarios/e2e-pipeline.js';
 import type { ImportMeasurement } from '../scenarios/historical-import.js';
 import type { RatePoint } from '../scenarios/latency-vs-rate.js';
 import { exportThroughputTable, type ExportThroughputResult } from '../exports/throughput.js';
+import { pluginDeliveryTable, type PluginDeliveryResult } from '../plugins/delivery.js';
 import { pluginBenchTables, type PluginBenchResult } from '../plugins/stage.js';
 import { workerThroughputTable, type WorkerThroughputResult } from '../workers/throughput.js';
 import { latencyChart, throughputChart, type LatencyPoint, type ThroughputBar } from './charts.js';
 import { median, type Table } from './report.js';
 import { stageSummary, type StageStatus } from './stages.js';
 
-export const STAGES = ['capture scenarios', 'latency vs rate', 'historical import', 'worker throughput', 'plugins', 'exports', 'e2e lag'] as const;
+export const STAGES = ['capture scenarios', 'latency vs rate', 'historical import', 'worker throughput', 'plugins', 'plugin delivery', 'exports', 'e2e lag'] as const;
 export type StageName = (typeof STAGES)[number];
 
 export const SPATE = 'Spate';
@@ -36,6 +37,7 @@ export interface SuiteState {
   workers?: WorkerThroughputResult;
   exports?: ExportThroughputResult;
   plugins?: PluginBenchResult;
+  pluginDelivery?: PluginDeliveryResult;
   /** Events the e2e stage sent and had processed before measuring. */
   lagWarmUpEvents: number;
   /** Workers of the e2e stage's cluster. */
@@ -204,6 +206,7 @@ export function suiteTables(state: SuiteState): Table[] {
       target('end to end: capture → PROCESSED lag p99 at half the capture-alone rate', half?.p99 ?? Number.NaN, 1000, ' ms', true),
       target('whole pipeline CPU per event (ingest + NATS + worker + PostgreSQL), at half rate', half?.cpu.pipeline ?? Number.NaN, 20, ' µs', true),
       target('a fresh worker at steady speed within 20k events: its CPU per event over events 20k–40k ÷ over events 40k–100k', e2e ? freshWorkerRatio(e2e) : Number.NaN, 1.2, '×', true),
+      ...(state.pluginDelivery?.cases ?? []).map((c) => target(`plugin destination → local HTTP server: ${c.case}`, c.spate, 20_000, ' events/s')),
       target('batch export PROCESSED → S3 JSONLines gzip', exportRate('S3'), 100_000, ' events/s'),
       target('batch export PROCESSED → PostgreSQL COPY', exportRate('PostgreSQL'), 50_000, ' events/s'),
     ],
@@ -213,7 +216,10 @@ export function suiteTables(state: SuiteState): Table[] {
   const pluginTables: Table[] = state.plugins
     ? pluginBenchTables(state.plugins)
     : [{ title: 'Plugins: what one transformation adds to the worker (bench/plugins)', note: stageNote(state, 'plugins', false).trim(), columns: [], rows: [] }];
-  return [stages, targets, captureTable, cpuTable, importTable, latencyTable, ...e2eTables, workersTable, ...pluginTables, exportsTable, ceilings];
+  const deliveryTable: Table = state.pluginDelivery
+    ? pluginDeliveryTable(state.pluginDelivery)
+    : { title: 'Plugins: a destination delivering to a local HTTP server (bench/plugins/delivery.ts)', note: stageNote(state, 'plugin delivery', false).trim(), columns: [], rows: [] };
+  return [stages, targets, captureTable, cpuTable, importTable, latencyTable, ...e2eTables, workersTable, ...pluginTables, deliveryTable, exportsTable, ceilings];
 }
 
 /**
@@ -349,6 +355,7 @@ export function suiteData(state: SuiteState): unknown {
     workers: state.workers ?? null,
     exports: state.exports ?? null,
     plugins: state.plugins ?? null,
+    pluginDelivery: state.pluginDelivery ?? null,
   };
 }
 
