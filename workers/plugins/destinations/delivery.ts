@@ -88,17 +88,19 @@ export function startDelivery(deps: DeliveryDeps): Delivery {
     await Promise.all(work);
   };
 
-  /** Records the position of the batches done at the head of the window, in order. */
+  /**
+   * Records the position of the batches done at the head of the window, in order. They leave the
+   * window once recorded: what a worker stopped outright delivers again is at most the window.
+   */
   const commitDone = async () => {
-    let last: Batch | undefined;
-    while (inFlight[0]?.done) last = inFlight.shift();
-    freed?.();
-    if (!last) return;
-    oldestUndelivered = inFlight[0]?.firstTimeMs;
+    let done = 0;
+    while (inFlight[done]?.done) done++;
+    if (done === 0) return;
+    const last = inFlight[done - 1]!;
     for (;;) {
       try {
         await state.commitDelivery(last.seq, last.lines);
-        return;
+        break;
       } catch (err) {
         if (err instanceof OwnershipLostError) {
           deps.lost(err.message);
@@ -110,6 +112,9 @@ export function startDelivery(deps: DeliveryDeps): Delivery {
         await sleep(COMMIT_RETRY_MS);
       }
     }
+    inFlight.splice(0, done);
+    oldestUndelivered = inFlight[0]?.firstTimeMs;
+    freed?.();
   };
 
   /** Delivers the batch; the runtime's own failures (never a plugin's) are retried, not skipped. */
