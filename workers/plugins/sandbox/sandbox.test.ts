@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { compilePluginSource } from '../../../lib/index.js';
 import { Sandbox, SandboxError, type SandboxBatch, type SandboxHost, type SandboxLimits } from './index.js';
 
@@ -240,5 +240,22 @@ describe('plugin sandbox', () => {
     expect((err as SandboxError).message).toContain('Error: at load');
     const s = await sandbox('export function onEvent() {}');
     await expect(s.runBatch('processEvent', 'event', events(1))).rejects.toMatchObject({ code: 'missing_method' });
+  });
+
+  it('sandbox - a failed load and a failed setupPlugin free every handle: the engine is freed without aborting', async () => {
+    // QuickJS aborts its engine (printing through console.error) when a runtime is freed while a
+    // handle still holds one of its objects.
+    const printed = vi.spyOn(console, 'error');
+    try {
+      const err = await sandbox('throw new Error("at load")').catch((e: unknown) => e);
+      expect((err as SandboxError).code).toBe('load_failed');
+      const s = await sandbox('export async function setupPlugin() { throw new Error("no database") }');
+      await expect(s.call('setupPlugin')).rejects.toMatchObject({ code: 'threw', message: 'Error: no database' });
+      await expect(s.call('setupPlugin')).rejects.toMatchObject({ code: 'threw' });
+      s.dispose();
+      expect(printed.mock.calls.map((args) => args.join(' ')).filter((line) => line.includes('Aborted'))).toEqual([]);
+    } finally {
+      printed.mockRestore();
+    }
   });
 });

@@ -123,6 +123,8 @@ export class Sandbox {
     const vm = rt.newContext();
     // Filled in below; host functions close over it.
     const box: { sandbox?: Sandbox } = {};
+    // Every handle must be freed before the runtime is (QuickJS asserts and aborts the engine).
+    let api: Sandbox['api'] | undefined;
     try {
       vm.newObject().consume((host) => {
         vm.newFunction('column', (id, key) => {
@@ -142,14 +144,14 @@ export class Sandbox {
         vm.setProp(vm.global, '__spateHost', host);
       });
       const apiHandle = vm.unwrapResult(vm.evalCode(PRELUDE, 'spate-prelude.js'));
-      const api = {
+      const fns = (api = {
         run: vm.getProp(apiHandle, 'run'),
         collect: vm.getProp(apiHandle, 'collect'),
         progress: vm.getProp(apiHandle, 'progress'),
         pending: vm.getProp(apiHandle, 'pending'),
         call: vm.getProp(apiHandle, 'call'),
         load: vm.getProp(apiHandle, 'load'),
-      };
+      });
       apiHandle.dispose();
       const deadline = () => performance.now() + options.limits.cpuMs;
       let until = deadline();
@@ -157,17 +159,18 @@ export class Sandbox {
       const factory = vm.evalCode(`${PLUGIN_CODE_PREFIX}${options.code}\n;${CAPTURE_GLOBALS}${PLUGIN_CODE_SUFFIX}`, options.file, { strict: true });
       if (factory.error) throw Sandbox.loadError(vm, factory.error);
       until = deadline();
-      const loaded = vm.newString(JSON.stringify(options.config)).consume((config) => vm.callFunction(api.load, vm.undefined, factory.value, config));
+      const loaded = vm.newString(JSON.stringify(options.config)).consume((config) => vm.callFunction(fns.load, vm.undefined, factory.value, config));
       factory.value.dispose();
       if (loaded.error) throw Sandbox.loadError(vm, loaded.error);
       const methods = vm.getString(loaded.value).split(',').filter(Boolean);
       loaded.value.dispose();
-      const sandbox = new Sandbox(rt, vm, api, options.limits, methods);
+      const sandbox = new Sandbox(rt, vm, fns, options.limits, methods);
       box.sandbox = sandbox;
       rt.setInterruptHandler(() => sandbox.deadline !== 0 && performance.now() > sandbox.deadline);
       return sandbox;
     } catch (err) {
       try {
+        for (const h of Object.values(api ?? {})) h.dispose();
         vm.dispose();
         rt.dispose();
       } catch {
@@ -264,7 +267,7 @@ export class Sandbox {
     try {
       let failure: SandboxError | undefined;
       await this.settle(
-        () => (this.vm.getPromiseState(promise).type === 'pending' ? [0] : []),
+        () => (this.isPending(promise) ? [0] : []),
         (_indexes, why) => (failure = new SandboxError('timeout', `${method} ${why}`)),
       );
       if (failure) throw failure;
@@ -329,6 +332,14 @@ export class Sandbox {
       this.deadline = 0;
       for (const h of handles) h.dispose();
     }
+  }
+
+  /** Whether the promise is pending; the value or error a settled one hands out is freed. */
+  private isPending(promise: QuickJSHandle): boolean {
+    const state = this.vm.getPromiseState(promise);
+    if (state.type === 'rejected') state.error.dispose();
+    else if (state.type === 'fulfilled' && !state.notAPromise) state.value.dispose();
+    return state.type === 'pending';
   }
 
   private number(fn: QuickJSHandle, args: Array<string | number>): number {
