@@ -168,6 +168,32 @@ describe('plugin destinations', () => {
     const lag = new RegExp(`spate_worker_plugin_delivery_lag_seconds\\{plugin_config="${slowDest.configId}"[^}]*\\} ([0-9.e+-]+)`).exec(metrics);
     expect(Number(lag?.[1])).toBeGreaterThan(0);
   });
+
+  it('destinations - a disabled config delivers nothing; enabled again, it delivers what was processed meanwhile, once', async () => {
+    await using rig = await startPluginRig();
+    await using sink = await startHttpSink();
+    const hook = await rig.install("export function composeWebhook(event, { config }) { return { url: config.url + '/e', body: event.uuid } }", {
+      collection: 'pipeline_destinations',
+      name: 'Hook',
+      config: { url: sink.url },
+    });
+    const p = rig.user.projectId;
+    const configUrl = `/api/projects/${p}/plugin_configs/${hook.configId}/`;
+    const before = Array.from({ length: 20 }, (_, i) => capture(p, 'before', `user-${i}`));
+    const meanwhile = Array.from({ length: 20 }, (_, i) => capture(p, 'meanwhile', `user-${i}`));
+    await publishEvents(rig.js, before);
+    await waitFor('the events before', () => sink.requests.length >= 20, 20_000, 50);
+    expect((await rig.f.api('PATCH', configUrl, { key: rig.user.key, body: { enabled: false } })).status).toBe(200);
+    await waitFor('the worker let it go', () => !rig.worker.heldPluginConfigs().includes(hook.configId), 20_000, 50);
+    await publishEvents(rig.js, meanwhile);
+    await rig.processed(40);
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(sink.requests).toHaveLength(20);
+    expect((await rig.f.api('PATCH', configUrl, { key: rig.user.key, body: { enabled: true } })).status).toBe(200);
+    await waitFor('the events processed meanwhile', () => sink.requests.length >= 40, 20_000, 50);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(sink.requests.map((r) => r.body).sort()).toEqual([...before, ...meanwhile].map((e) => e.uuid).sort());
+  });
 });
 
 describe('plugin scheduled tasks and jobs', () => {
