@@ -67,6 +67,40 @@ describe('plugin runtime', () => {
     expect(figures.activity?.pluginErrorsLastHour).toBeGreaterThanOrEqual(2);
   });
 
+  it('transformations - a uuid set to a non-UUID or a changed team_id fails that plugin only: events reach PROCESSED as they were, with ERRORs, at once', async () => {
+    await using rig = await startPluginRig({ PLUGIN_BREAKER: '0/100' });
+    const bad = await rig.install(
+      `export function processEvent(event) {
+        event.properties.seen = 1
+        if (event.event === 'patch') event.uuid = 'x'
+        if (event.event === 'whole') return { ...event, uuid: 'not-a-uuid-' + event.distinct_id }
+        if (event.event === 'team') event.team_id = 999
+        return event
+      }`,
+      { name: 'Bad', order: 1 },
+    );
+    const good = await rig.install("export function processEvent(event) { event.properties.good = 1; return event }", { name: 'Good', order: 2 });
+    const p = rig.user.projectId;
+    const kinds = ['patch', 'whole', 'team'];
+    const events = Array.from({ length: 30 }, (_, i) => capture(p, kinds[i % 3]!, `u${i}`, { n: i }));
+    const started = Date.now();
+    await publishEvents(rig.js, events, { perMessage: 10 });
+    const lines = await rig.processed(30);
+    // Not one bisection per event (each a trial of the batch): the shard went on at once.
+    expect(Date.now() - started).toBeLessThan(15_000);
+    const byUuid = new Map(lines.map((l) => [l.uuid, l]));
+    for (const [i, e] of events.entries()) {
+      expect(byUuid.get(e.uuid)).toMatchObject({ event: e.event, distinct_id: `u${i}`, person_id: expect.any(String) });
+      expect(byUuid.get(e.uuid)!.properties).toEqual({ n: i, good: 1, $plugins_succeeded: [`Good (${good.configId})`], $plugins_failed: [`Bad (${bad.configId})`] });
+    }
+    await rig.waitForLog(bad.configId, 'the ERRORs', (l) => l.type === 'ERROR' && l.message.includes(events[2]!.uuid));
+    const errors = (await rig.logs(bad.configId)).filter((l) => l.type === 'ERROR' && l.source === 'PLUGIN').map((l) => l.message);
+    const goesOn = 'the event goes on as it was before this plugin';
+    expect(errors).toContain(`processEvent set uuid to "x", which is not a UUID on event ${events[0]!.uuid} ("patch"): ${goesOn}`);
+    expect(errors).toContain(`processEvent set uuid to "not-a-uuid-u1", which is not a UUID on event ${events[1]!.uuid} ("whole"): ${goesOn}`);
+    expect(errors).toContain(`processEvent changed team_id: the team of an event cannot be changed on event ${events[2]!.uuid} ("team"): ${goesOn}`);
+  });
+
   it('plugins - a plugin that allocates without bound is stopped by the memory limit; the event goes on', async () => {
     await using rig = await startPluginRig({ PLUGIN_MEMORY_LIMIT: '8MiB', PLUGIN_CPU_TIMEOUT: '10s' });
     const hog = await rig.install('const kept: object[] = []\nexport function processEvent(event) { for (;;) kept.push({ n: kept.length, list: [kept.length, "item " + kept.length] }) }', { name: 'Hog' });

@@ -3,14 +3,15 @@
 // events' project, in `order`, each on the batch's events of that project at once (one sandbox
 // call). Returning the event (changed or not) lets it go on; null drops it (counted); a throw, a
 // timeout, a change of team_id or a result that cannot be an event leave the event as it was
-// before that plugin, with an ERROR naming the plugin and the event. Each event records the
-// plugins that ran on it in $plugins_succeeded and those that failed in $plugins_failed.
+// before that plugin, with an ERROR naming the plugin and the event (a uuid that is not a UUID
+// too: the batch would refuse the event, and a refused event is isolated as poison). Each event
+// records the plugins that ran on it in $plugins_succeeded and those that failed in $plugins_failed.
 //
 // Replays: the hook runs again whenever a batch does (retries, replays after a crash, the trials
 // that isolate a poison event). What the runtime decides is the same each time (order, lists,
 // limits); what a plugin computes is the same when its code is (no Math.random, Date, fetch,
 // cache or storage in processEvent): docs/plugins.md, "Replays", says what differs otherwise.
-import type { CapturedEvent, Logger } from '../../lib/index.js';
+import { isUuid, type CapturedEvent, type Logger } from '../../lib/index.js';
 import { errorText, type BeforePersonsHook, type HookBatch } from '../coordination/index.js';
 import type { PluginCatalog } from './catalog.js';
 import type { PluginInstance } from './instance.js';
@@ -31,6 +32,8 @@ interface Working {
   dropped: boolean;
   succeeded: string[];
   failed: string[];
+  /** The plugins that ran on it since it became `changed` (what its replacement owes to them). */
+  changedBy: PluginInstance[];
 }
 
 export interface TransformationOptions {
@@ -43,6 +46,10 @@ function describe(event: SandboxEvent): string {
   return `event ${String(e.uuid)} (${JSON.stringify(String(e.event)).slice(0, 200)})`;
 }
 
+function notUuid(uuid: unknown): string {
+  return `set uuid to ${JSON.stringify(String(uuid).slice(0, 100))}, which is not a UUID`;
+}
+
 /** The captured event again from what a plugin returned as a whole; a message when it cannot be one. */
 function capturedFrom(result: unknown, original: CapturedEvent, teamId: number): CapturedEvent | string {
   if (typeof result !== 'object' || result === null || Array.isArray(result)) return 'returned something that is not an event';
@@ -51,6 +58,7 @@ function capturedFrom(result: unknown, original: CapturedEvent, teamId: number):
   for (const field of ['uuid', 'event', 'distinct_id', 'timestamp'] as const) {
     if (typeof r[field] !== 'string' || r[field] === '') return `returned an event without a ${field}`;
   }
+  if (!isUuid(r.uuid)) return notUuid(r.uuid);
   if (typeof r.properties !== 'object' || r.properties === null || Array.isArray(r.properties)) return 'returned an event whose properties are not an object';
   const { team_id: _team, ...rest } = r;
   return { ...rest, token: original.token, project_id: original.project_id } as unknown as CapturedEvent;
@@ -86,6 +94,7 @@ function applyPatch(w: Working, patch: Extract<EventOutcome, { kind: 'patch' }>,
   for (const field of ['uuid', 'event', 'distinct_id', 'timestamp'] as const) {
     if (typeof view[field] !== 'string' || view[field] === '') return `set ${field} to something that is not a non-empty string`;
   }
+  if (!isUuid(view.uuid)) return notUuid(view.uuid);
   w.view = view as Working['view'];
   if (additive && !w.changed) {
     w.added ??= {};
@@ -118,6 +127,7 @@ export function transformationHook(catalog: PluginCatalog, metrics: PluginMetric
         dropped: false,
         succeeded: [],
         failed: [],
+        changedBy: [],
       }));
       for (const [at, entry] of configs.entries()) {
         const instance = catalog.acquire(teamId, entry);
@@ -184,6 +194,7 @@ async function runOne(instance: PluginInstance, teamId: number, working: Working
         } else {
           changed++;
           w.succeeded.push(instance.label);
+          if (w.changed) w.changedBy.push(instance);
         }
         break;
       }
@@ -198,6 +209,7 @@ async function runOne(instance: PluginInstance, teamId: number, working: Working
           w.changed = true;
           w.added = undefined;
           w.succeeded.push(instance.label);
+          w.changedBy.push(instance);
         }
         break;
       }
@@ -239,9 +251,29 @@ function finish(working: Working[], batch: HookBatch): void {
       const { team_id: _team, ...view } = w.view as Record<string, unknown>;
       const original = batch.events[w.index]!.event;
       const event = { ...view, token: original.token, project_id: original.project_id, properties: { ...(view.properties as object), ...lists } };
-      batch.replace(w.index, event as unknown as CapturedEvent);
+      try {
+        batch.replace(w.index, event as unknown as CapturedEvent);
+      } catch (err) {
+        unchanged(w, batch, err);
+      }
     } else {
       batch.addProperties(w.index, w.added ? { ...w.added, ...lists } : lists);
     }
   }
+}
+
+/**
+ * A changed event the batch refused (what the checks above let through, and processing does not
+ * take): it goes on as captured, the plugins that changed it listed as failed, with an ERROR each.
+ * Never the batch's failure: a refused event would be isolated as poison, a bisection of the shard.
+ */
+function unchanged(w: Working, batch: HookBatch, err: unknown): void {
+  const labels = new Set(w.changedBy.map((i) => i.label));
+  const failed = [...w.failed, ...labels];
+  const lists: Record<string, unknown> = { $plugins_succeeded: w.succeeded.filter((l) => !labels.has(l)), $plugins_failed: failed };
+  const reason = errorText(err);
+  for (const instance of new Set(w.changedBy)) {
+    instance.log('PLUGIN', 'ERROR', `processEvent changed ${describe(batch.events[w.index]!.event)} into one that cannot be processed (${reason}): the event goes on as it was before the transformations`);
+  }
+  batch.addProperties(w.index, lists);
 }
