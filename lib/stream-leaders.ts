@@ -79,9 +79,9 @@ async function stepDown(nc: NatsConnection, name: string): Promise<boolean> {
   return (reply.json<{ success?: boolean }>().success ?? false) === true;
 }
 
-async function waitForLeader(jsm: JetStreamManager, name: string): Promise<void> {
+async function waitForLeader(jsm: JetStreamManager, name: string, stop: AbortSignal | undefined): Promise<void> {
   const deadline = Date.now() + ELECTION_WAIT_MS;
-  while (Date.now() < deadline) {
+  while (Date.now() < deadline && !stop?.aborted) {
     const leader = await leaderOf(jsm, name).then(
       (s) => s.leader,
       () => undefined, // a stream between leaders may not answer its info in time
@@ -93,24 +93,34 @@ async function waitForLeader(jsm: JetStreamManager, name: string): Promise<void>
 
 /**
  * Steps leaders down until each partitioned kind's streams are led from different nodes (see
- * above), first waiting up to `settleMs` for replicas that are not current yet.
+ * above), first waiting up to `settleMs` for replicas that are not current yet. Ends after the
+ * round in progress when `stop` aborts.
  */
-export async function spreadStreamLeaders(nc: NatsConnection, jsm: JetStreamManager, layout: StreamLayout, log: Logger, settleMs = 0): Promise<SpreadResult> {
+export async function spreadStreamLeaders(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  layout: StreamLayout,
+  log: Logger,
+  { settleMs = 0, stop }: { settleMs?: number; stop?: AbortSignal } = {},
+): Promise<SpreadResult> {
   const names = PARTITIONED_KINDS.map((kind) => streamNamesOf(kind, layout));
   let moved = 0;
   const settleBy = Date.now() + settleMs;
   for (let rounds = 0; ; ) {
-    const groups = await Promise.all(names.map((group) => Promise.all(group.map((name) => leaderOf(jsm, name)))));
+    // A stream whose leader is gone answers its info only after the request times out: a stop
+    // does not wait for that.
+    const groups = await unlessStopped(Promise.all(names.map((group) => Promise.all(group.map((name) => leaderOf(jsm, name))))), stop);
+    if (groups === undefined) return { moved, spread: false, leaders: {} };
     const leaders = Object.fromEntries(groups.flat().map((s) => [s.name, s.leader]));
     const moves = leadersToMove(groups);
     const unsettled = groups.some((g) => g.length > 1 && g.some((s) => !s.leader || !s.settled));
     // Streams created a moment ago have replicas still catching up, and a group with one is left
     // alone: wait for them (briefly) rather than start capture with the leaders where they fell.
-    if (moves.length === 0 && unsettled && Date.now() < settleBy) {
+    if (moves.length === 0 && unsettled && Date.now() < settleBy && !stop?.aborted) {
       await new Promise((r) => setTimeout(r, 250));
       continue;
     }
-    if (moves.length === 0 || rounds++ === ROUNDS) {
+    if (moves.length === 0 || rounds++ === ROUNDS || stop?.aborted) {
       if (moved > 0) log.info({ moved, leaders }, 'stream leaders spread over the NATS nodes');
       return { moved, spread: moves.length === 0 && !unsettled, leaders };
     }
@@ -123,8 +133,25 @@ export async function spreadStreamLeaders(nc: NatsConnection, jsm: JetStreamMana
       ),
     );
     moved += done.filter(Boolean).length;
-    await Promise.all(moves.map((name) => waitForLeader(jsm, name)));
+    await unlessStopped(Promise.all(moves.map((name) => waitForLeader(jsm, name, stop))), stop);
   }
+}
+
+/** `work`'s result, or undefined as soon as `stop` aborts (work's own failure then goes unheard). */
+function unlessStopped<T>(work: Promise<T>, stop: AbortSignal | undefined): Promise<T | undefined> {
+  if (!stop) return work;
+  if (stop.aborted) {
+    work.catch(() => undefined);
+    return Promise.resolve(undefined);
+  }
+  return new Promise((resolve, reject) => {
+    const onStop = () => {
+      work.catch(() => undefined);
+      resolve(undefined);
+    };
+    stop.addEventListener('abort', onStop, { once: true });
+    work.then(resolve, reject).finally(() => stop.removeEventListener('abort', onStop));
+  });
 }
 
 /**
@@ -135,7 +162,7 @@ export async function spreadStreamLeaders(nc: NatsConnection, jsm: JetStreamMana
 export class StreamLeaderSpreader {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> | undefined;
-  private stopped = false;
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -154,13 +181,13 @@ export class StreamLeaderSpreader {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.stopping.abort();
     clearTimeout(this.timer);
     await this.running;
   }
 
   private schedule(): void {
-    if (this.stopped) return;
+    if (this.stopping.signal.aborted) return;
     this.timer = setTimeout(() => {
       this.running = this.spread().finally(() => this.schedule());
     }, this.intervalMs * (0.75 + Math.random() / 2));
@@ -168,7 +195,7 @@ export class StreamLeaderSpreader {
   }
 
   private spread(settleMs = 0): Promise<SpreadResult | undefined> {
-    return spreadStreamLeaders(this.nc, this.jsm, this.layout, this.log, settleMs).catch((err: unknown) => {
+    return spreadStreamLeaders(this.nc, this.jsm, this.layout, this.log, { settleMs, stop: this.stopping.signal }).catch((err: unknown) => {
       this.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'could not spread the stream leaders: trying again later');
       return undefined;
     });
