@@ -162,6 +162,9 @@ async function run(ctx: PartitionContext, units: readonly BatchUnit[], trial: Re
       await client.query('ROLLBACK');
       return [];
     }
+    // A unit's lease lapsed: fail before publishing, not only at COMMIT. Each unit then runs again
+    // alone, and no PROCESSED message stands computed beside another shard's uncommitted writes.
+    checkLeases(work);
     const { publishedAt, refusedGroups } = await publish(ctx, parts, computed.result);
     phases.end('publish');
     for (const w of work) {
@@ -429,8 +432,12 @@ function refusedGroupWarnings(groups: ProcessResult['groups'], maxBytes: number)
   }));
 }
 
-async function commit(client: pg.ClientBase, work: readonly UnitWork[]): Promise<void> {
+function checkLeases(work: readonly UnitWork[]): void {
   if (!work.every((w) => w.partition.leaseValid())) throw new OwnershipLostError('lease lapsed before commit');
+}
+
+async function commit(client: pg.ClientBase, work: readonly UnitWork[]): Promise<void> {
+  checkLeases(work);
   await client.query('COMMIT');
 }
 
