@@ -108,7 +108,11 @@ export async function startNats(options: { maxPayload?: number; maxPending?: num
       await node.start();
       break;
     } catch (err) {
-      if (!(err instanceof NatsServerExited && err.portTaken) || attempt === 3) throw err;
+      if (!(err instanceof NatsServerExited && err.portTaken) || attempt === 3) {
+        rmSync(dir, { recursive: true, force: true });
+        throw err;
+      }
+      rmSync(join(dir, 'nats.log'), { force: true }); // the next attempt's log says its own story
     }
   }
   const credentials = credentialsFor(node.url, auth, certificates?.caFile);
