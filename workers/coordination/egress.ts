@@ -32,12 +32,49 @@ const PRIVATE: Array<[string, number, 'ipv4' | 'ipv6']> = [
   ['192.0.0.0', 24, 'ipv4'],
   ['192.168.0.0', 16, 'ipv4'],
   ['198.18.0.0', 15, 'ipv4'],
+  ['192.0.2.0', 24, 'ipv4'],
+  ['198.51.100.0', 24, 'ipv4'],
+  ['203.0.113.0', 24, 'ipv4'],
   ['224.0.0.0', 3, 'ipv4'],
   ['::', 128, 'ipv6'],
+  ['100::', 64, 'ipv6'],
+  ['2001::', 32, 'ipv6'], // Teredo: tunnels to an IPv4 address it hides
+  ['2001:db8::', 32, 'ipv6'],
   ['fc00::', 7, 'ipv6'],
   ['fe80::', 10, 'ipv6'],
   ['ff00::', 8, 'ipv6'],
 ];
+
+/**
+ * The IPv4 address inside an IPv6 one that routes to it: IPv4-mapped ::ffff:a.b.c.d, NAT64
+ * 64:ff9b::/96 and 64:ff9b:1::/48 (last 32 bits), 6to4 2002:aabb:ccdd::/48 (bits 16–47).
+ */
+export function embeddedIPv4(address: string): string | undefined {
+  const words = ipv6Words(address);
+  if (!words) return undefined;
+  const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  const zero = (from: number, to: number) => words.slice(from, to).every((w) => w === 0);
+  if (zero(0, 5) && words[5] === 0xffff) return v4(words[6]!, words[7]!);
+  if (words[0] === 0x64 && words[1] === 0xff9b && (zero(2, 6) || words[2] === 1)) return v4(words[6]!, words[7]!);
+  if (words[0] === 0x2002) return v4(words[1]!, words[2]!);
+  return undefined;
+}
+
+/** The eight 16-bit words of an IPv6 address (with or without a dotted IPv4 tail); undefined if it is not one. */
+function ipv6Words(address: string): number[] | undefined {
+  if (isIP(address) !== 6) return undefined;
+  let text = address.replace(/%.*$/, '');
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.split('::') as [string, string | undefined];
+  const part = (s: string | undefined) => (s ? s.split(':').map((w) => parseInt(w, 16)) : []);
+  const front = part(head);
+  const back = part(tail);
+  return tail === undefined ? front : [...front, ...new Array<number>(8 - front.length - back.length).fill(0), ...back];
+}
 
 export interface EgressPolicy {
   /** Throws the role's refused error when `address` (an IP) may not be reached for `host`. */
@@ -73,10 +110,8 @@ export function egressPolicy(allow: string, errors: EgressErrors): EgressPolicy 
 
   const refusedErrors = new WeakSet<object>();
   const check = (host: string, address: string) => {
-    let ip = address;
-    // IPv4-mapped IPv6 (::ffff:127.0.0.1) is the IPv4 address.
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-    if (mapped) ip = mapped[1]!;
+    // An IPv6 address that carries an IPv4 one (mapped, NAT64, 6to4) reaches that IPv4 address.
+    const ip = embeddedIPv4(address) ?? address;
     const type = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
     const kind = loopback.check(ip, type) ? 'loopback' : privateRanges.check(ip, type) ? 'private or reserved' : undefined;
     if (kind && !allowed.check(ip, type)) {

@@ -42,11 +42,15 @@ describe('export schedule', () => {
 describe('export egress policy', () => {
   it('egress - loopback, private, link-local and reserved addresses are refused unless allowed', () => {
     const closed = egressPolicy('');
-    for (const ip of ['127.0.0.1', '::1', '10.1.2.3', '172.20.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', 'fd00::1', 'fe80::1', '::ffff:127.0.0.1']) {
+    // IPv6 forms that carry a private IPv4 address: mapped, NAT64 (both prefixes), 6to4; Teredo and documentation ranges.
+    const carriers = ['::ffff:127.0.0.1', '::ffff:7f00:1', '64:ff9b::a9fe:a9fe', '64:ff9b::169.254.169.254', '64:ff9b:1::a00:1', '2002:a00:1::1', '2002:7f00:1::', '2001:0:4136:e378::1', '2001:db8::1'];
+    for (const ip of ['127.0.0.1', '::1', '10.1.2.3', '172.20.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', 'fd00::1', 'fe80::1', '192.0.2.1', ...carriers]) {
       expect(() => closed.check('h', ip), ip).toThrow(/refused by the egress policy/);
     }
     expect(() => closed.check('h', '93.184.216.34')).not.toThrow();
     expect(() => closed.check('h', '2606:2800:220:1::1')).not.toThrow();
+    // The same forms carrying a public IPv4 address are public.
+    for (const ip of ['64:ff9b::5db8:d822', '64:ff9b::93.184.216.34', '2002:5db8:d822::1', '::ffff:93.184.216.34']) expect(() => closed.check('h', ip), ip).not.toThrow();
     const loopback = egressPolicy('loopback');
     expect(() => loopback.check('h', '127.0.0.1')).not.toThrow();
     expect(() => loopback.check('h', '10.0.0.1')).toThrow();
