@@ -48,6 +48,17 @@ export function maskSecrets(message: string, secrets: readonly string[]): string
   return out;
 }
 
+/**
+ * A message's id names exactly the lines it holds: its first, its last and how many. A group is
+ * made again on each flush, so a retry of a publish that was stored (answered too late) may hold
+ * more lines than the first try: under the first line's id alone JetStream dropped it as a copy, and
+ * the lines that joined were lost. Lines join only at the end and leave only by being dropped, so
+ * these three name one content; a line sent in two messages is stored once (its own id).
+ */
+function messageId(lines: readonly PluginLogLine[]): string {
+  return `log:${lines[0]!.id!}:${lines.length}:${lines[lines.length - 1]!.id!}`;
+}
+
 export class PluginLogs {
   private readonly buckets = new Map<string, Bucket>();
   private timer: NodeJS.Timeout | undefined;
@@ -130,7 +141,7 @@ export class PluginLogs {
         while (count < bucket.lines.length && (count === 0 || bytes < MESSAGE_BYTES)) bytes += JSON.stringify(bucket.lines[count++]).length;
         const lines = bucket.lines.slice(0, count);
         try {
-          await this.js.publish(pipelineSubject('pluginLogs', bucket.target.teamId, bucket.target.configId), toNdjson(lines), { msgID: `log:${lines[0]!.id!}` });
+          await this.js.publish(pipelineSubject('pluginLogs', bucket.target.teamId, bucket.target.configId), toNdjson(lines), { msgID: messageId(lines) });
         } catch (err) {
           this.logger.warn({ err: errorText(err), configId: bucket.target.configId }, 'plugin log lines not published yet (will retry)');
           break;

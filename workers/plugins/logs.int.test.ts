@@ -1,0 +1,68 @@
+// Plugin log lines on their way to PLUGIN_LOGS (workers/plugins/logs.ts), against a real
+// nats-server: what a config's logs will hold, read back from the stream.
+import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger, ensurePipelineStreams, parseNdjson, PIPELINE_STREAMS, type NatsConnection, type PluginLogLine } from '../../lib/index.js';
+import { interceptCalls, startNats, type NatsHandle } from '../../test/kit/index.js';
+import { PluginLogs, type PluginLogTarget } from './logs.js';
+
+let nats: NatsHandle;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  nats = await startNats();
+  nc = await nats.connect('plugin-logs-test');
+  await ensurePipelineStreams(await jetstreamManager(nc), { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 2 * 60_000 });
+});
+afterAll(async () => {
+  await nc?.close();
+  await nats?.stop();
+});
+
+let nextConfig = 1;
+function target(secrets: string[] = []): PluginLogTarget {
+  return { teamId: 1, configId: nextConfig++, instanceId: '00000000-0000-4000-8000-000000000001', secrets };
+}
+
+/** Every line stored on PLUGIN_LOGS for the config, in order. */
+async function stored(configId: number): Promise<PluginLogLine[]> {
+  const jsm = await jetstreamManager(nc);
+  const info = await jsm.streams.info(PIPELINE_STREAMS.pluginLogs.name);
+  const out: PluginLogLine[] = [];
+  for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+    const m = await jsm.streams.getMessage(PIPELINE_STREAMS.pluginLogs.name, { seq }).catch(() => null);
+    if (m && m.subject.endsWith(`.${configId}`)) out.push(...parseNdjson<PluginLogLine>(m.data));
+  }
+  return out;
+}
+
+describe('plugin logs', () => {
+  it('logs - a publish stored but answered too late, retried with more lines: every line is stored', async () => {
+    let publishes = 0;
+    // The first publish reaches the stream, but its answer never reaches the worker (a timeout).
+    const js = interceptCalls<JetStreamClient>(jetstream(nc), async (method, _args, call) => {
+      if (method !== 'publish') return call();
+      const answer = await call();
+      if (++publishes === 1) throw new Error('TimeoutError: timeout');
+      return answer;
+    });
+    const logs = new PluginLogs(js, { ratePerSecond: 1000 }, createLogger('test', 'silent'));
+    const t = target();
+    try {
+      for (let i = 0; i < 3; i++) logs.write(t, 'CONSOLE', 'LOG', `before ${i}`);
+      await logs.flush();
+      expect(publishes).toBe(1);
+      // Lines that joined before the retry, a SYSTEM line asking for the config to be disabled among them.
+      logs.write(t, 'CONSOLE', 'LOG', 'after 0');
+      logs.write(t, 'SYSTEM', 'ERROR', 'Disabled by the circuit breaker.', 'Disabled by the circuit breaker.');
+      await logs.flush();
+      expect(publishes).toBe(2);
+    } finally {
+      await logs.stop();
+    }
+    const lines = await stored(t.configId);
+    // Line ids: the admin server stores a line sent twice once.
+    expect([...new Map(lines.map((l) => [l.id, l.message])).values()]).toEqual(['before 0', 'before 1', 'before 2', 'after 0', 'Disabled by the circuit breaker.']);
+    expect(lines.find((l) => l.source === 'SYSTEM')?.disable_plugin_config).toBe('Disabled by the circuit breaker.');
+  });
+});
