@@ -65,4 +65,29 @@ describe('plugin logs', () => {
     expect([...new Map(lines.map((l) => [l.id, l.message])).values()]).toEqual(['before 0', 'before 1', 'before 2', 'after 0', 'Disabled by the circuit breaker.']);
     expect(lines.find((l) => l.source === 'SYSTEM')?.disable_plugin_config).toBe('Disabled by the circuit breaker.');
   });
+
+  it('logs - a secret is masked before a long message is cut, and as it reads inside JSON', async () => {
+    const plain = 'sk-live-0123456789abcdef';
+    const quoted = 'pa"ss\\wo\nrd-\u0001-ü';
+    const t = target([plain, quoted]);
+    const logs = new PluginLogs(jetstream(nc), { ratePerSecond: 1000 }, createLogger('test', 'silent'));
+    try {
+      // The secret straddles the 10,000-character cut.
+      logs.write(t, 'CONSOLE', 'LOG', `${'x'.repeat(9_990)}${plain}${'y'.repeat(100)}`);
+      // console.log(meta.config): the object as JSON, the secret's quote, backslash and control characters escaped.
+      logs.write(t, 'CONSOLE', 'LOG', `config ${JSON.stringify({ key: quoted, other: 1 })}`);
+      logs.write(t, 'SYSTEM', 'ERROR', `setup failed: ${quoted}`, `${'z'.repeat(9_995)}${plain}`);
+    } finally {
+      await logs.stop();
+    }
+    const lines = await stored(t.configId);
+    expect(lines.map((l) => l.message)).toEqual([
+      `${'x'.repeat(9_990)}***${'y'.repeat(7)}… (cut: 10093 characters)`,
+      'config {"key":"***","other":1}',
+      'setup failed: ***',
+    ]);
+    expect(lines[2]!.disable_plugin_config).toBe(`${'z'.repeat(9_995)}***`);
+    const text = JSON.stringify(lines);
+    for (const leak of ['sk-live', 'pa\\"ss', 'pa"ss']) expect(text).not.toContain(leak);
+  });
 });

@@ -42,9 +42,17 @@ export function truncateMessage(message: string): string {
   return `${message.slice(0, MAX_MESSAGE_CHARS)}… (cut: ${message.length} characters)`;
 }
 
+/**
+ * Masks each secret as it is and as it reads inside JSON (console.log of an object: quotes,
+ * backslashes and control characters escaped). Before any cut: a secret across the cut would
+ * otherwise leave its start in the message.
+ */
 export function maskSecrets(message: string, secrets: readonly string[]): string {
   let out = message;
-  for (const s of secrets) if (s.length >= 4 && out.includes(s)) out = out.split(s).join('***');
+  for (const s of secrets) {
+    if (s.length < 4) continue;
+    for (const form of new Set([s, JSON.stringify(s).slice(1, -1)])) if (out.includes(form)) out = out.split(form).join('***');
+  }
   return out;
 }
 
@@ -101,10 +109,10 @@ export class PluginLogs {
       timestamp: new Date(now).toISOString(),
       source,
       type,
-      message: maskSecrets(truncateMessage(message), target.secrets),
+      message: truncateMessage(maskSecrets(message, target.secrets)),
       instance_id: target.instanceId,
     };
-    if (disable !== undefined) line.disable_plugin_config = maskSecrets(truncateMessage(disable), target.secrets);
+    if (disable !== undefined) line.disable_plugin_config = truncateMessage(maskSecrets(disable, target.secrets));
     bucket.lines.push(line);
     if (bucket.lines.length > MAX_QUEUED) {
       const at = bucket.lines.findIndex((l) => l.source !== 'SYSTEM');
