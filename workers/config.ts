@@ -109,7 +109,7 @@ export const workerConfigDefinition = {
   pluginCpuTimeout: setting(
     'PLUGIN_CPU_TIMEOUT',
     envDuration('100ms'),
-    'CPU time a plugin may spend in its sandbox on one event (or one setupPlugin, teardownPlugin, scheduled task or job): past it the call is stopped where it runs, the event goes on unchanged and an ERROR names the plugin and event',
+    'time a plugin may run in its sandbox on one event (or one setupPlugin, teardownPlugin, scheduled task or job), on the clock while its code runs, so a busy host counts against it: past it the call is stopped where it runs, the event goes on unchanged and an ERROR names the plugin and event',
   ),
   pluginWallTimeout: setting(
     'PLUGIN_WALL_TIMEOUT',
