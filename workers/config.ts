@@ -98,6 +98,11 @@ export const workerConfigDefinition = {
     envDuration('10m'),
     'a backfill of [start, end) reads events that arrived from start minus this on (events stamped later than they arrived, by client clocks)',
   ),
+  exportBackfillCatchUp: setting(
+    'EXPORT_BACKFILL_CATCH_UP',
+    envDuration('30s'),
+    'a backfill run first waits this long at most for the workers to process what the capture streams held when it started; still behind, it is FailedRetryable and tried again after EXPORT_RETRY_BACKOFF',
+  ),
   exportReadBytes: setting('EXPORT_READ_BYTES', envBytes('16MiB'), 'bytes a run pulls from PROCESSED at once (with the S3 upload parts, what bounds a run\'s memory)'),
   exportDbPoolSize: setting('EXPORT_DB_POOL_SIZE', envInt(4, 2), 'PostgreSQL connections of the exports role (its state, the persons model)'),
   pluginEgressAllow: setting(

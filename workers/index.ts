@@ -206,12 +206,13 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           retryAttempts: config.exportRetryAttempts,
           autoPause: { failures: config.exportAutoPause.n, of: config.exportAutoPause.of },
           backfillSkewMs: config.exportBackfillSkew,
+          backfillCatchUpMs: config.exportBackfillCatchUp,
           pollMs: 1_000,
           concurrency: config.exportConcurrency,
           httpRetryBaseMs: config.exportHttpRetryBackoff,
           keyring: secretKeyringOf(config),
         },
-        { nc, js: jetstream(nc), jsm, registry, logger, coordinator, clock: deps.exportClock, faults: deps.exportFaults },
+        { nc, js: jetstream(nc), jsm, registry, logger, coordinator, layout, clock: deps.exportClock, faults: deps.exportFaults },
       );
     }
     await coordinator.start();

@@ -167,3 +167,12 @@ export async function lockPositions(client: pg.ClientBase, claims: readonly Posi
     if (!row || Number(row.fence) !== c.fence || Number(row.position) !== c.position) await explainMismatch(client, c.stream, c.shard, c.fence, c.position);
   }
 }
+
+/** Every committed position of `streams`, keyed `<stream>/<shard>` (a partition never taken over has none: 0). */
+export async function committedPositions(pool: pg.Pool, streams: readonly string[]): Promise<Map<string, number>> {
+  const { rows } = await pool.query<{ stream: string; shard: number; position: string }>(
+    'SELECT stream, shard, position FROM shard_positions WHERE stream = ANY($1::text[])',
+    [streams],
+  );
+  return new Map(rows.map((r) => [`${r.stream}/${r.shard}`, Number(r.position)]));
+}

@@ -13,6 +13,8 @@ export const EXPORT_ERROR_CODES = {
   rejected: { retryable: false },
   /** The interval is older than what PROCESSED retains: exporting it would silently miss events. */
   older_than_retention: { retryable: false },
+  /** A backfill run waited for the workers to process what was captured before it, and they are still behind. */
+  workers_behind: { retryable: true },
   /** The destination is down, slow, overloaded or unreachable (network errors, 5xx, 429, timeouts). */
   unavailable: { retryable: true },
   /** NATS or the runner's own PostgreSQL failed meanwhile. */

@@ -2,15 +2,17 @@
 // and in order — a run left unfinished (a crash, a lease that moved, a retry waiting), then the
 // scheduled intervals that are due (catching up after downtime), then backfill runs, oldest
 // first — each planned, delivered, committed and reported (docs/exports.md, "Runs").
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type pg from 'pg';
 import type { BatchExportRecord, Logger } from '../../lib/index.js';
 import { errorText, OwnershipLostError, type Lease, type LeaseRunner } from '../coordination/index.js';
 import { watchBackfillRequests } from './backfill-requests.js';
+import type { CaptureProgress, ShardBehind } from './capture-progress.js';
 import type { ExportCatalog } from './catalog.js';
 import { createDestination, type Destination, type DestinationWriter, type RunTarget } from './destinations/index.js';
 import type { EgressPolicy } from './egress.js';
-import { asExportError, RunStopped } from './errors.js';
+import { asExportError, ExportError, RunStopped } from './errors.js';
 import type { ExportMetrics } from './metrics.js';
 import { readPersons } from './persons-reader.js';
 import { keeps, planBackfill, planScheduled, type ExportClock, type RunPlan } from './plan.js';
@@ -28,6 +30,8 @@ export interface ExportSettings {
   /** Pause an export after `failures` of its last `of` scheduled runs Failed (0: never). */
   autoPause: { failures: number; of: number };
   backfillSkewMs: number;
+  /** How long a backfill run waits in one attempt for the workers to process what was captured before it. */
+  backfillCatchUpMs: number;
   /** Longest idle wait between looks at the export (pause, new backfills). */
   pollMs: number;
   httpRetryBaseMs?: number;
@@ -37,6 +41,8 @@ export interface ExportRunnerDeps {
   db: pg.Pool;
   js: JetStreamClient;
   stream: ProcessedStream;
+  /** Where the persons workers stand on the capture streams (a backfill run waits for them). */
+  progress: CaptureProgress;
   catalog: ExportCatalog;
   clock: ExportClock;
   egress: EgressPolicy;
@@ -206,6 +212,7 @@ class ExportLoop {
   private async plan(run: StoredRun, record: BatchExportRecord): Promise<RunPlan> {
     if (run.plan) return run.plan;
     const { stream, clock, settings } = this.deps;
+    if (run.backfillId !== null) await this.waitForCapture(run, record.team_id);
     let plan: RunPlan;
     if (record.model === 'persons') {
       plan = run.backfillId === null ? { kind: 'persons', fromMs: clock.toReal(run.start), toMs: clock.toReal(run.end) } : { kind: 'persons', fromMs: null, toMs: run.end };
@@ -218,6 +225,32 @@ class ExportLoop {
     if (run.backfillId === null && plan.kind === 'events') Object.assign(this.schedule!, { chainEnd: run.end, chainSeq: plan.lastSeq });
     run.plan = plan;
     return plan;
+  }
+
+  /**
+   * A backfill run first waits until the workers have processed every message of the project
+   * that the capture streams held when it started, so the events sent just before the backfill
+   * are in it; past `backfillCatchUpMs` the attempt fails as retryable (FailedRetryable, tried
+   * again after a back-off) rather than export without them.
+   */
+  private async waitForCapture(run: StoredRun, teamId: number): Promise<void> {
+    const { progress, settings } = this.deps;
+    const mark = await progress.mark();
+    const deadline = performance.now() + settings.backfillCatchUpMs;
+    let behind = await progress.behind(teamId, mark);
+    if (behind.length === 0) return;
+    await this.log('INFO', `Waiting for the workers to process the events captured before this run (${behindText(behind)})`, run);
+    while (behind.length > 0) {
+      if (performance.now() >= deadline) {
+        throw new ExportError(
+          'workers_behind',
+          `the workers have not yet processed every event captured before this backfill run (${behindText(behind)}); it waits for them rather than export without those events`,
+        );
+      }
+      await sleep(250, undefined, { signal: this.signal });
+      behind = await progress.behind(teamId, mark);
+    }
+    await this.log('INFO', 'The workers have processed the events captured before this run', run);
   }
 
   private async execute(run: StoredRun): Promise<void> {
@@ -334,3 +367,7 @@ class ExportLoop {
   }
 }
 
+function behindText(behind: readonly ShardBehind[]): string {
+  const shown = behind.slice(0, 3).map((b) => `${b.stream} shard ${b.shard}: sequence ${b.seq} not processed, position ${b.position}`);
+  return behind.length > 3 ? `${shown.join('; ')}; and ${behind.length - 3} more shard(s)` : shown.join('; ');
+}

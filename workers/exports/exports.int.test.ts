@@ -3,9 +3,9 @@
 import { gunzipSync } from 'node:zlib';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CapturedEvent } from '../../lib/index.js';
+import type { BatchExportRunLine, CapturedEvent } from '../../lib/index.js';
 import { freshDatabase, waitFor } from '../../test/kit/index.js';
-import type { ExportClock } from '../index.js';
+import { EventHooks, type ExportClock } from '../index.js';
 import { startExportRig, type ExportRig } from '../../test/exports/harness.js';
 import { capture, publishEvents, waitForProcessed } from '../../test/workers/harness.js';
 
@@ -109,6 +109,35 @@ describe('exports', () => {
     // Interval by interval, oldest first: the second starts once the first completed.
     const steps = rig.runs().filter((l) => l.backfill_id === backfillId && (l.status === 'Running' || l.status === 'Completed'));
     expect(steps.map((l) => `${l.data_interval_start!.slice(11, 16)} ${l.status}`)).toEqual(['12:00 Running', '12:00 Completed', '13:00 Running', '13:00 Completed']);
+  });
+
+  it('exports - a backfill asked for right after the events were sent waits for the workers, then exports each of them once', async () => {
+    // The persons workers are held back: what was captured is not on PROCESSED yet when the backfill starts.
+    const hooks = new EventHooks();
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    hooks.add('hold', () => held);
+    rig = await startExportRig({ deps: { eventHooks: hooks }, env: { EXPORT_BACKFILL_CATCH_UP: '1s' } });
+    const sent = eventsBetween(200, '2024-05-01T12:00:00Z', '2024-05-01T13:00:00Z');
+    await publishEvents(rig.js, sent);
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination: s3Destination(rig, { prefix: 'catch-up' }), interval: 'hour' });
+    const backfillId = await rig.backfill(record, '2024-05-01T12:00:00.000Z', '2024-05-01T13:00:00.000Z');
+    const mine = (l: BatchExportRunLine) => l.backfill_id === backfillId;
+
+    try {
+      // It waits (logged), and past EXPORT_BACKFILL_CATCH_UP the attempt is FailedRetryable, not an empty Completed.
+      const retry = await rig.waitForRun('the attempt given up while the workers are behind', (l) => mine(l) && l.status === 'FailedRetryable', 30_000);
+      expect(retry.latest_error).toMatch(/^the workers have not yet processed every event captured before this backfill run \(EVENTS shard \d+: sequence \d+ not processed, position \d+/);
+      expect(rig.logs().some((l) => l.message.includes('Waiting for the workers to process the events captured before this run'))).toBe(true);
+      expect(rig.runs().filter((l) => mine(l) && l.status === 'Completed')).toEqual([]);
+    } finally {
+      release();
+    }
+    const done = await rig.waitForRun('the backfill run completed', (l) => mine(l) && l.status === 'Completed', 60_000);
+    expect(done.records_completed).toBe(sent.length);
+    const uuids: string[] = [];
+    for (const key of await rig.s3.list('exports', 'catch-up/')) uuids.push(...jsonLines(await rig.s3.get('exports', key), true).map((l) => l.uuid as string));
+    expect(uuids.sort()).toEqual(sent.map((e) => e.uuid).sort());
   });
 
   it('exports - a scheduled "every 5 minutes" run delivers what arrived in its interval to PostgreSQL; a late event lands in the next run; none twice', async () => {

@@ -14,6 +14,7 @@ import {
   type NatsConnection,
   type Registry,
   type SecretKeyring,
+  type StreamLayout,
 } from '../../lib/index.js';
 import { ExportError } from './errors.js';
 import { createPool, type LeaseCoordinator } from '../coordination/index.js';
@@ -23,6 +24,7 @@ import { startExportRunner, type ExportFaults, type ExportSettings } from './exp
 import { createExportMetrics } from './metrics.js';
 import { shiftedClock, type ExportClock } from './plan.js';
 import { ProcessedStream } from './processed-stream.js';
+import { CaptureProgress } from './capture-progress.js';
 
 export { exportEgressPolicy, type EgressPolicy } from './egress.js';
 export { alignedStart, dueIntervals } from './schedule.js';
@@ -53,6 +55,8 @@ export interface ExportsDeps {
   registry: Registry;
   logger: Logger;
   coordinator: LeaseCoordinator;
+  /** The capture streams' layout (which streams and shards a backfill waits for). */
+  layout: StreamLayout;
   /** The runner's clock (tests shift it); real time by default. */
   clock?: ExportClock;
   faults?: ExportFaults;
@@ -99,6 +103,7 @@ export function startExports(options: ExportsOptions, deps: ExportsDeps): Export
     db,
     js: deps.js,
     stream: new ProcessedStream(deps.js, deps.jsm, options.readBytes),
+    progress: new CaptureProgress(deps.jsm, db, deps.layout),
     catalog,
     clock: deps.clock ?? shiftedClock(0),
     egress,
