@@ -38,6 +38,7 @@ import { PostgresServer } from '../../deploy/local/postgres.js';
 import { waitFor } from '../../deploy/local/wait.js';
 import { parseBenchArgs, usageError } from '../lib/cli.js';
 import { cpuSeconds, killOnExit, reapedChildrenCpuSeconds, rssBytes, sampleRss, threadCpuSeconds, withChildren, type BenchProcess } from '../lib/processes.js';
+import { processedWebEvent } from '../lib/processed-event.js';
 import { markdownTable, median, type Table } from '../lib/report.js';
 
 export interface ExportRunFigures {
@@ -84,27 +85,7 @@ function cpuOf(worker: number, postmaster: number | undefined, nats: number | un
 
 /** PROCESSED lines as the persons role writes them: a realistic web event. */
 function processedLine(i: number, hourStart: number): string {
-  return JSON.stringify({
-    uuid: `0190a0a0-0000-7000-8000-${String(i).padStart(12, '0')}`,
-    event: i % 10 === 0 ? '$identify' : i % 3 === 0 ? '$pageview' : 'button clicked',
-    distinct_id: `user-${i % 50_000}`,
-    properties: {
-      $current_url: `https://shop.example.com/products/${i % 997}?ref=campaign-${i % 13}`,
-      $browser: i % 2 ? 'Chrome' : 'Firefox',
-      $os: 'Mac OS X',
-      $lib: 'web',
-      $lib_version: '1.130.0',
-      $screen_width: 1440,
-      $session_id: `0190a0a0-1111-7000-8000-${String(i % 20_000).padStart(12, '0')}`,
-      plan: i % 5 ? 'free' : 'pro',
-      cart_items: i % 7,
-    },
-    timestamp: new Date(hourStart + Math.floor((i * 3_600_000) / 1_000_000) % 3_600_000).toISOString(),
-    now: new Date().toISOString(),
-    token: 'phc_bench',
-    project_id: 1,
-    person_id: `0190a0a0-2222-7000-8000-${String(i % 50_000).padStart(12, '0')}`,
-  });
+  return JSON.stringify(processedWebEvent(i, new Date(hourStart + Math.floor((i * 3_600_000) / 1_000_000) % 3_600_000).toISOString(), new Date().toISOString(), 1));
 }
 
 async function publishProcessed(nc: NatsConnection, events: number, hourStart: number): Promise<number> {

@@ -3,32 +3,14 @@
 // the destinations that deliver them, each with the requests a ceiling sends for the same events
 // (what the plugin's requests would be, straight to the destination).
 
+import { processedWebEvent } from '../lib/processed-event.js';
+
 export const TEAM = 1;
 
 /** Event `i` on PROCESSED: deterministic, so the ceiling builds the same requests. */
 export function processedEvent(i: number): Record<string, unknown> {
   const at = new Date(Date.UTC(2026, 10, 28, 12) + i * 7).toISOString();
-  return {
-    uuid: `0190a0a0-0000-7000-8000-${String(i).padStart(12, '0')}`,
-    event: i % 10 === 0 ? '$identify' : i % 3 === 0 ? '$pageview' : 'button clicked',
-    distinct_id: `user-${i % 50_000}`,
-    properties: {
-      $current_url: `https://shop.example.com/products/${i % 997}?ref=campaign-${i % 13}`,
-      $browser: i % 2 ? 'Chrome' : 'Firefox',
-      $os: 'Mac OS X',
-      $lib: 'web',
-      $lib_version: '1.130.0',
-      $screen_width: 1440,
-      $session_id: `0190a0a0-1111-7000-8000-${String(i % 20_000).padStart(12, '0')}`,
-      plan: i % 5 ? 'free' : 'pro',
-      cart_items: i % 7,
-    },
-    timestamp: at,
-    now: at,
-    token: 'phc_bench',
-    project_id: TEAM,
-    person_id: `0190a0a0-2222-7000-8000-${String(i % 50_000).padStart(12, '0')}`,
-  };
+  return processedWebEvent(i, at, at, TEAM);
 }
 
 /** The event as a plugin sees it (workers/plugins/sandbox/columns.ts): no token, team_id. */
