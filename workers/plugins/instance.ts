@@ -66,7 +66,8 @@ export class PluginInstance {
   private readonly breaker: PluginBreaker;
   private readonly target: PluginLogTarget;
   private inFlight = 0;
-  private idle: (() => void) | undefined;
+  /** Who waits for no call to be in flight: a replaced engine's disposal, release, stop (several at once). */
+  private idle: (() => void)[] = [];
   private stopped: Promise<void> | undefined;
 
   constructor(
@@ -130,7 +131,7 @@ export class PluginInstance {
       throw err;
     } finally {
       this.inFlight--;
-      if (this.inFlight === 0) this.idle?.();
+      if (this.inFlight === 0) this.idled();
     }
   }
 
@@ -146,7 +147,7 @@ export class PluginInstance {
       return { value: await sandbox.call(method, args) };
     } finally {
       this.inFlight--;
-      if (this.inFlight === 0) this.idle?.();
+      if (this.inFlight === 0) this.idled();
     }
   }
 
@@ -198,7 +199,11 @@ export class PluginInstance {
 
   private whenIdle(): Promise<void> {
     if (this.inFlight === 0) return Promise.resolve();
-    return new Promise((resolve) => (this.idle = resolve));
+    return new Promise((resolve) => this.idle.push(resolve));
+  }
+
+  private idled(): void {
+    for (const resolve of this.idle.splice(0)) resolve();
   }
 
   private async release(): Promise<void> {
