@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { compilePluginSource } from '../../../lib/index.js';
-import { Sandbox, SandboxError, type SandboxBatch, type SandboxHost, type SandboxLimits } from './index.js';
+import { MAX_HOST_CALLS_IN_FLIGHT, Sandbox, SandboxError, type SandboxBatch, type SandboxHost, type SandboxLimits } from './index.js';
 
 const LIMITS: SandboxLimits = { memoryBytes: 16 * 1024 * 1024, stackBytes: 512 * 1024, cpuMs: 100, wallMs: 2_000 };
 const open: Sandbox[] = [];
@@ -204,6 +204,32 @@ describe('plugin sandbox', () => {
     expect(outcomes).toEqual([[], [], []]);
     // Not one after the other's wall time (2 s): each is woken by its own host calls.
     expect(performance.now() - started).toBeLessThan(1_500);
+  });
+
+  it('sandbox - a plugin starting host calls without bound holds at most MAX_HOST_CALLS_IN_FLIGHT; the rest fail in the plugin', async () => {
+    let now = 0;
+    let most = 0;
+    const { host } = recordingHost({
+      'cache.get': () => {
+        most = Math.max(most, ++now);
+        return new Promise((r) => setTimeout(() => r({ value: 1 }), 50)).finally(() => now--);
+      },
+    });
+    const s = await sandbox(
+      `export async function processEvent(event, { cache }) {
+        const all = await Promise.allSettled(Array.from({ length: 200 }, (_, i) => cache.get('k' + i)))
+        event.properties.refused = all.filter((r) => r.status === 'rejected').length
+        event.properties.why = all.find((r) => r.status === 'rejected')?.reason?.message
+        return event
+      }`,
+      { host },
+    );
+    const [out] = await s.runBatch('processEvent', 'event', events(1));
+    expect(most).toBe(MAX_HOST_CALLS_IN_FLIGHT);
+    expect(out).toMatchObject({ kind: 'patch', properties: [['refused', 200 - MAX_HOST_CALLS_IN_FLIGHT], ['why', expect.stringContaining(`more than ${MAX_HOST_CALLS_IN_FLIGHT}`)]] });
+    // Once they are answered, calls go through again.
+    const [again] = await s.runBatch('processEvent', 'event', events(1));
+    expect(again).toMatchObject({ properties: [['refused', 200 - MAX_HOST_CALLS_IN_FLIGHT], expect.anything()] });
   });
 
   it('sandbox - a promise that never settles, or one slower than the wall time, times out', async () => {

@@ -16,6 +16,10 @@ import { PRELUDE } from './prelude.js';
 import { decodeResults, type EventOutcome } from './results.js';
 
 /** An event as the host holds it: a plugin sees its fields (but `token`, `project_id`) and `team_id`. */
+
+/** Host calls (fetch, storage, cache) one engine may have awaiting their answer at once. */
+export const MAX_HOST_CALLS_IN_FLIGHT = 64;
+
 export interface SandboxEvent {
   readonly properties: Readonly<Record<string, unknown>>;
 }
@@ -437,7 +441,14 @@ export class Sandbox {
     } catch {
       parsed = null;
     }
-    host.call(op, parsed).then(
+    // A plugin that starts fetches or storage calls without awaiting them would hold sockets and
+    // database connections without bound, starving every other project's plugins: past the cap a
+    // call fails at once, in the plugin, where it can be seen.
+    const work =
+      this.opsInFlight > MAX_HOST_CALLS_IN_FLIGHT
+        ? Promise.reject(new Error(`${op}: more than ${MAX_HOST_CALLS_IN_FLIGHT} fetch, storage and cache calls awaited at once by this plugin`))
+        : host.call(op, parsed);
+    work.then(
       (value) => {
         if (this.disposedFlag) return;
         this.vm.newString(JSON.stringify(value ?? null)).consume((h) => deferred.resolve(h));
