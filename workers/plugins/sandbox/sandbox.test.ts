@@ -232,6 +232,23 @@ describe('plugin sandbox', () => {
     expect(again).toMatchObject({ properties: [['refused', 200 - MAX_HOST_CALLS_IN_FLIGHT], expect.anything()] });
   });
 
+  it('sandbox - results a plugin forges for events outside its batch are ignored', async () => {
+    // The prelude joins a batch's results with Array.prototype.join, which the plugin can replace.
+    const s = await sandbox(
+      `const join = Array.prototype.join
+       Array.prototype.join = function (sep) {
+         const text = join.call(this, sep)
+         return sep === '' && text.startsWith('@') ? text + '@7;N' : text
+       }
+       export function processEvent(event) { return null }`,
+    );
+    const out = await s.runBatch('processEvent', 'event', events(2));
+    expect(out.map((o) => [o.index, o.kind])).toEqual([
+      [0, 'null'],
+      [1, 'null'],
+    ]);
+  });
+
   it('sandbox - a promise that never settles, or one slower than the wall time, times out', async () => {
     const { host } = recordingHost({ 'storage.get': () => new Promise((r) => setTimeout(() => r(null), 5_000)) });
     const s = await sandbox(

@@ -15,11 +15,10 @@ import { columnText } from './columns.js';
 import { PRELUDE } from './prelude.js';
 import { decodeResults, type EventOutcome } from './results.js';
 
-/** An event as the host holds it: a plugin sees its fields (but `token`, `project_id`) and `team_id`. */
-
 /** Host calls (fetch, storage, cache) one engine may have awaiting their answer at once. */
 export const MAX_HOST_CALLS_IN_FLIGHT = 64;
 
+/** An event as the host holds it: a plugin sees its fields (but `token`, `project_id`) and `team_id`. */
 export interface SandboxEvent {
   readonly properties: Readonly<Record<string, unknown>>;
 }
@@ -247,7 +246,9 @@ export class Sandbox {
         throw err;
       }
       const outcomes = new Map<number, BatchOutcome>();
-      for (const o of decodeResults(text)) outcomes.set(o.index, o);
+      // The prelude that writes results shares the plugin's realm (a plugin can replace what it
+      // calls), so an index is trusted only inside the batch.
+      for (const o of decodeResults(text)) if (Number.isInteger(o.index) && o.index >= 0 && o.index < n) outcomes.set(o.index, o);
       for (const [index, message] of timeouts) outcomes.set(index, { kind: 'timeout', index, message });
       return [...outcomes.values()].sort((a, b) => a.index - b.index);
     } finally {
