@@ -10,26 +10,15 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { allStreamNames, connectNats, readClusterFile, streamLayout, type ClusterFile } from '../../lib/index.js';
 import { waitFor } from '../kit/index.js';
-import { newStats, runLoad, type LoadStats } from './load.js';
 import { ProcessedCounter } from './processed.js';
+import { ok, postgresAnswers, shardsCovered, workerShards } from './probes.js';
+import { markdownTable, seconds, survive, type Outcome, type ScenarioContext } from './scenario.js';
 
 type Role = 'ingest' | 'worker' | 'nats' | 'postgres';
-
-interface Outcome {
-  scenario: string;
-  sent: number;
-  acknowledged: number;
-  processed: number;
-  duplicates: number;
-  lost: number;
-  healthyAfterMs: number;
-  caughtUpAfterMs: number;
-}
 
 const LOAD_MS = Number(process.env.FAULT_LOAD_MS ?? 15_000);
 /** STREAM_PARTITIONS of the cluster: a 3-node cluster's capture streams split in three, a leader on each node. */
@@ -57,83 +46,28 @@ function alive(pid: number): boolean {
   }
 }
 
-async function ok(url: string): Promise<boolean> {
-  const res = await fetch(url, { signal: AbortSignal.timeout(2_000) }).catch(() => undefined);
-  return res?.ok === true;
-}
-
-async function postgresAnswers(url: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
-  try {
-    await client.connect();
-    await client.query('select 1');
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
 const SHARDS = 16;
 
-/** Shards each worker reports owning on /_ready (undefined: not ready). */
-async function workerShards(port: number): Promise<number[] | undefined> {
-  const res = await fetch(`http://127.0.0.1:${port}/_ready`, { signal: AbortSignal.timeout(2_000) }).catch(() => undefined);
-  if (!res?.ok) return undefined;
-  return ((await res.json()) as { shards?: number[] }).shards;
-}
-
 /**
- * Every process alive, every readiness check passing, PostgreSQL answering queries, and every
- * shard owned by exactly one live worker (a killed worker's shards have moved).
+ * What is not healthy now: a process not alive, a readiness check failing, PostgreSQL not
+ * answering queries, or a shard not owned by exactly one live worker (a killed worker's shards
+ * have to move).
  */
-async function healthy(): Promise<boolean> {
+async function unhealthy(): Promise<string[]> {
   const c = clusterFile();
-  if (!c.processes!.every((p) => alive(p.pid))) return false;
-  const checks = [ok(`${c.captureUrl}/_ready`), ok(`${c.adminUrl}/_health`), postgresAnswers(c.databaseUrl!)];
+  const failing = c.processes!.filter((p) => !alive(p.pid)).map((p) => `${(p.name as string | undefined) ?? p.role} not running`);
+  const checks: [string, Promise<boolean>][] = [
+    ['capture /_ready', ok(`${c.captureUrl}/_ready`)],
+    ['admin /_health', ok(`${c.adminUrl}/_health`)],
+    ['PostgreSQL', postgresAnswers(c.databaseUrl!)],
+  ];
   for (const p of c.processes!) {
-    if (p.role === 'nats') checks.push(ok(`http://127.0.0.1:${p.monitorPort as number}/healthz`));
+    if (p.role === 'nats') checks.push([`${(p.name as string | undefined) ?? 'nats'} /healthz`, ok(`http://127.0.0.1:${p.monitorPort as number}/healthz`)]);
   }
-  const owned = await Promise.all(c.processes!.filter((p) => p.role === 'worker').map((p) => workerShards(p.metricsPort as number)));
-  const shards = owned.flatMap((s) => s ?? []);
-  const covered = owned.every((s) => s !== undefined) && shards.length === SHARDS && new Set(shards).size === SHARDS;
-  return covered && (await Promise.all(checks)).every(Boolean);
-}
-
-async function survive(scenario: string, label: string, fault: () => Promise<void> | void): Promise<Outcome> {
-  const stats: LoadStats = newStats();
-  const load = runLoad({ captureUrl: cluster.captureUrl, apiKey: cluster.projectApiKey, concurrency: 6, durationMs: LOAD_MS, users: 300, retries: 10, label }, stats);
-  await new Promise((r) => setTimeout(r, FAULT_AFTER_MS));
-  const faultAt = Date.now();
-  await fault();
-  // Healthy again: the first moment every process is up and ready after the fault.
-  await new Promise((r) => setTimeout(r, 500));
-  await waitFor(`${scenario}: healthy again`, healthy, 120_000, 250);
-  const healthyAfterMs = Date.now() - faultAt;
-  await load;
-  // Caught up: every acknowledged event is in PROCESSED.
-  await waitFor(`${scenario}: every acknowledged event processed`, async () => {
-    await processed.refresh();
-    for (const uuid of stats.acknowledged) if (!processed.counts.has(uuid)) return false;
-    return true;
-  }, 180_000, 500);
-  const caughtUpAfterMs = Date.now() - faultAt;
-  // Give late duplicates (if any) time to show up before counting.
-  await new Promise((r) => setTimeout(r, 3_000));
-  await processed.refresh();
-  let present = 0;
-  let duplicates = 0;
-  let lost = 0;
-  for (const uuid of stats.sent) {
-    const n = processed.counts.get(uuid) ?? 0;
-    if (n > 0) present++;
-    if (n > 1) duplicates++;
-    if (n === 0 && stats.acknowledged.has(uuid)) lost++;
-  }
-  const outcome = { scenario, sent: stats.sent.size, acknowledged: stats.acknowledged.size, processed: present, duplicates, lost, healthyAfterMs, caughtUpAfterMs };
-  outcomes.push(outcome);
-  return outcome;
+  const owned = await Promise.all(c.processes!.filter((p) => p.role === 'worker').map((p) => workerShards(`http://127.0.0.1:${p.metricsPort as number}`)));
+  if (!shardsCovered(owned, SHARDS)) failing.push(`shards not each owned by one ready worker (${JSON.stringify(owned)})`);
+  for (const [name, check] of checks) if (!(await check)) failing.push(name);
+  return failing;
 }
 
 function kill(role: Role, index = 0, signal: NodeJS.Signals = 'SIGKILL'): () => void {
@@ -166,28 +100,8 @@ describe('fault survival', () => {
       await new Promise((r) => launcher.once('exit', r));
     }
     const header = ['scenario', 'sent', 'acknowledged', 'processed', 'duplicates', 'lost', 'healthy after', 'caught up after'];
-    const rows = outcomes.map((o) => [
-      o.scenario,
-      String(o.sent),
-      String(o.acknowledged),
-      String(o.processed),
-      String(o.duplicates),
-      String(o.lost),
-      `${(o.healthyAfterMs / 1000).toFixed(1)} s`,
-      `${(o.caughtUpAfterMs / 1000).toFixed(1)} s`,
-    ]);
-    const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-    const line = (cells: string[]) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ')} |`;
-    console.log(
-      [
-        '',
-        `fault survival (npm start -- --nats-nodes 3 --ingest 2 --workers 2 --stream-partitions ${PARTITIONS}; times from the fault):`,
-        line(header),
-        `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`,
-        ...rows.map(line),
-        '',
-      ].join('\n'),
-    );
+    const rows = outcomes.map((o) => [o.scenario, ...[o.sent, o.acknowledged, o.processed, o.duplicates, o.lost].map(String), seconds(o.healthyAfterMs), seconds(o.caughtUpAfterMs)]);
+    console.log(['', `fault survival (npm start -- --nats-nodes 3 --ingest 2 --workers 2 --stream-partitions ${PARTITIONS}; times from the fault):`, markdownTable(header, rows), ''].join('\n'));
     rmSync(dataDir, { recursive: true, force: true });
   });
 
@@ -218,7 +132,14 @@ describe('fault survival', () => {
 
   for (const [scenario, label, fault] of scenarios) {
     it(`faults - ${scenario}: every acknowledged event processed exactly once, healthy again`, { timeout: 600_000 }, async () => {
-      const o = await survive(scenario, label, fault());
+      const ctx: ScenarioContext = {
+        load: { captureUrl: cluster.captureUrl, apiKey: cluster.projectApiKey, concurrency: 6, durationMs: LOAD_MS, users: 300, retries: 10 },
+        processed,
+        unhealthy,
+        faultAfterMs: FAULT_AFTER_MS,
+      };
+      const o = await survive(ctx, scenario, label, fault());
+      outcomes.push(o);
       expect(o.acknowledged).toBeGreaterThan(100);
       expect(o.lost).toBe(0);
       expect(o.duplicates).toBe(0);

@@ -13,7 +13,11 @@ export class ProcessedCounter {
 
   /** Connects as the operator user of a running cluster's cluster.json. */
   static async open(cluster: Pick<ClusterFile, 'natsUrl' | 'natsUser' | 'natsPassword'>): Promise<ProcessedCounter> {
-    const nc = await connectNats(cluster.natsUrl, 'fault-test-reader', { user: cluster.natsUser, pass: cluster.natsPassword });
+    return ProcessedCounter.over(await connectNats(cluster.natsUrl, 'fault-test-reader', { user: cluster.natsUser, pass: cluster.natsPassword }));
+  }
+
+  /** Reads through a connection of the caller's (closed by close()). */
+  static async over(nc: NatsConnection): Promise<ProcessedCounter> {
     return new ProcessedCounter(nc, await jetstreamManager(nc));
   }
 
