@@ -57,6 +57,8 @@ export class SupervisedChild {
     private readonly log: SupervisorLog,
     /** How each line the child prints is shown (log-lines.ts): JSON as it came, or readable text. */
     private readonly formatLine: LineFormatter = lineFormatter('json'),
+    /** Where the shown lines go (the launcher's stdout; a test rig keeps them in files). */
+    private readonly write: (text: string) => void = (text) => void process.stdout.write(text),
   ) {}
 
   get pid(): number | undefined {
@@ -89,7 +91,7 @@ export class SupervisedChild {
     this.child = child;
     this.startedAt = Date.now();
     for (const stream of [child.stdout!, child.stderr!]) {
-      createInterface({ input: stream }).on('line', (line) => process.stdout.write(`${this.formatLine(name, line)}\n`));
+      createInterface({ input: stream }).on('line', (line) => this.write(`${this.formatLine(name, line)}\n`));
     }
     this.exited = new Promise((resolve) => {
       child.once('exit', (code, signal) => {

@@ -62,7 +62,14 @@ export interface NatsNodeOptions {
   maxPayload?: number;
   /** Bytes the server buffers for a slow client before cutting it off (base.conf's max_pending otherwise). */
   maxPending?: number;
-  cluster?: { name: string; port: number; routePorts: number[] };
+  /**
+   * Cluster membership: the other nodes' route ports on `host` (one machine), or their `host:port`
+   * addresses in `routes` (nodes on several hosts). `advertise`: the `host:port` the other nodes
+   * reach this one's routes at, when that is not where it listens (a relay in front of it).
+   */
+  cluster?: { name: string; port: number; routePorts?: number[]; routes?: string[]; advertise?: string };
+  /** The `host:port` clients are told to reach this node at, when not where it listens. */
+  clientAdvertise?: string;
   /** Users and passwords (deploy/nats/auth.conf); every client must authenticate. */
   auth: NatsServerAuth;
   /** TLS for client connections (required when set): the server's certificate and key (PEM files). */
@@ -103,6 +110,7 @@ export function natsConfigText(o: NatsNodeOptions): string {
     `listen: "${host}:${o.port}"`,
     `http: "${host}:${o.monitorPort}"`,
   ];
+  if (o.clientAdvertise) lines.push(`client_advertise: ${JSON.stringify(o.clientAdvertise)}`);
   if (o.tls) lines.push(`tls { cert_file: ${JSON.stringify(o.tls.certFile)}, key_file: ${JSON.stringify(o.tls.keyFile)} }`);
   if (o.maxPayload !== undefined) lines.push(`max_payload: ${o.maxPayload}`);
   if (o.maxPending !== undefined) lines.push(`max_pending: ${o.maxPending}`);
@@ -115,12 +123,14 @@ export function natsConfigText(o: NatsNodeOptions): string {
     // Routes bypass client authorization: without their own credentials anyone who reaches the
     // route port would receive every message.
     const route = `${NATS_ROUTE_USER}:${o.auth.routePassword}`;
+    const peers = o.cluster.routes ?? (o.cluster.routePorts ?? []).map((p) => `${host}:${p}`);
     lines.push(
       `cluster {`,
       `  name: ${JSON.stringify(o.cluster.name)}`,
       `  listen: "${host}:${o.cluster.port}"`,
+      ...(o.cluster.advertise ? [`  advertise: ${JSON.stringify(o.cluster.advertise)}`] : []),
       `  authorization { user: ${JSON.stringify(NATS_ROUTE_USER)}, password: ${JSON.stringify(o.auth.routePassword)} }`,
-      `  routes: [${o.cluster.routePorts.map((p) => `"nats-route://${route}@${host}:${p}"`).join(', ')}]`,
+      `  routes: [${peers.map((peer) => `"nats-route://${route}@${peer}"`).join(', ')}]`,
       `}`,
     );
   }

@@ -3,7 +3,7 @@
 // as root every command runs as the `postgres` system user, which must own the data dir.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { accessSync, chownSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { accessSync, appendFileSync, chownSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -17,6 +17,10 @@ export interface PostgresServerOptions {
   /** false trades crash safety for speed (tests only). */
   durable: boolean;
   binDir?: string;
+  /** Address it listens on (default 127.0.0.1). */
+  host?: string;
+  /** A network (CIDR) whose clients may connect without a password, besides loopback (a closed test network). */
+  trustNetwork?: string;
 }
 
 /** Finds the PostgreSQL server binaries: PG_BIN_DIR, else the newest /usr/lib/postgresql/<v>/bin. */
@@ -75,7 +79,7 @@ export class PostgresServer {
   }
 
   url(database = 'postgres'): string {
-    return `postgres://postgres@127.0.0.1:${this.options.port}/${database}`;
+    return `postgres://postgres@${this.options.host ?? '127.0.0.1'}:${this.options.port}/${database}`;
   }
 
   private async exec(tool: string, args: string[]): Promise<string> {
@@ -101,12 +105,15 @@ export class PostgresServer {
       chownSync(dir, uid, gid);
     }
     await this.exec('initdb', ['-D', dir, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--no-instructions']);
+    if (this.options.trustNetwork) {
+      appendFileSync(join(dir, 'pg_hba.conf'), `host all all ${this.options.trustNetwork} trust\n`);
+    }
   }
 
   private serverSettings(): string[][] {
     const settings = [
       ['-p', String(this.options.port)],
-      ['-c', 'listen_addresses=127.0.0.1'],
+      ['-c', `listen_addresses=${this.options.host ?? '127.0.0.1'}`],
       ['-c', 'unix_socket_directories='],
       ['-c', 'max_connections=300'],
     ];
