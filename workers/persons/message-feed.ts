@@ -8,12 +8,21 @@
 // the partition probes the stream when a feed has been quiet (stall-probe.ts) and opens
 // a new feed when something is there that never arrived.
 //
+// A consumer reads the stream from the replica it is placed on, and a replica can differ from the
+// leader for good: with nats-server 2.9.10 a stream leader cut off by a partition while its
+// clients publish comes back as a desynchronised replica (test/multihost, partitioning the EVENTS
+// leader: ordered consumers placed on it after the heal missed hundreds of the leader's messages,
+// 15 s later too, with the replica reported current). A feed reading there would move its
+// position past events it never saw. So every consumer the feed gets (nats.js re-creates an ordered
+// consumer by itself after a gap or a reconnection) is checked before any message of it is taken:
+// one not on the stream leader is replaced by a new one, placed anew.
+//
 // consume(), not a fetch() per batch: nats-server 2.9 holds a pull until it is full or expires,
 // and nats.js 3 refuses an expiry under 1 s (no no_wait), so at moderate rates a fetch loop
 // delivered each batch up to a second (measured: seconds) late where this feed takes a
 // millisecond; it still needed its own handling of messages lost in flight and of messages
 // bigger than a pull, so it was neither simpler nor as fast (checked again 2026-11-28).
-import type { ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { HEADER_EVENT_COUNT } from '../../lib/index.js';
 
 export interface FeedOptions {
@@ -49,6 +58,9 @@ export interface TakeLimits {
  */
 const RESUME_AFTER_MS = 50;
 
+/** Consumers in a row placed off the stream leader before the feed gives up (1 in ~57 with 3 replicas at random). */
+const MAX_MISPLACED = 10;
+
 export class MessageFeed {
   private messages: ConsumerMessages | undefined;
   private readonly buffer: JsMsg[] = [];
@@ -72,6 +84,10 @@ export class MessageFeed {
   private resumeTimer: NodeJS.Timeout | undefined;
   private resumeWatch = 0;
   private stopWatching: (() => void) | undefined;
+  /** The consumer whose messages are taken: found on the stream leader. */
+  private checkedConsumer: string | undefined;
+  private misplaced = 0;
+  private jsm: JetStreamManager | undefined;
 
   constructor(private readonly js: JetStreamClient, private readonly options: FeedOptions) {
     this.lastSeq = options.startSeq - 1;
@@ -168,6 +184,18 @@ export class MessageFeed {
     try {
       for await (const m of messages) {
         if (generation !== this.generation) break;
+        if (m.info.consumer !== this.checkedConsumer) {
+          if (!(await this.onStreamLeader(m.info.consumer))) {
+            // Nothing of it is taken: a new consumer goes on from the last message kept. Placement
+            // is at random among the replicas; should it keep missing, the feed ends and the
+            // partition opens a new one after its backoff.
+            if (++this.misplaced > MAX_MISPLACED) throw new Error(`${MAX_MISPLACED} consumers in a row were placed off the stream leader`);
+            void this.resume();
+            break;
+          }
+          this.misplaced = 0;
+          this.checkedConsumer = m.info.consumer;
+        }
         this.lastSeq = m.seq;
         this.lastReceivedAt = performance.now();
         this.pendingAfterLast = m.info.pending;
@@ -190,6 +218,14 @@ export class MessageFeed {
         this.wake();
       }
     }
+  }
+
+  /** Whether the consumer is placed on the stream's leader (a stream without a cluster has only one copy). */
+  private async onStreamLeader(consumer: string): Promise<boolean> {
+    this.jsm ??= await this.js.jetstreamManager(false);
+    const [stream, placed] = await Promise.all([this.jsm.streams.info(this.options.stream), this.jsm.consumers.info(this.options.stream, consumer)]);
+    const leader = stream.cluster?.leader;
+    return leader === undefined || placed.cluster?.leader === leader;
   }
 
   private wake(): void {
