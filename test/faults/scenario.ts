@@ -32,6 +32,8 @@ export interface ScenarioContext {
   faultAfterMs: number;
   healthyWithinMs?: number;
   caughtUpWithinMs?: number;
+  /** Where acknowledged events that never reached PROCESSED are (for the failure message). */
+  explainMissing?: (uuids: string[]) => Promise<string>;
 }
 
 /** Polls `failing` until it returns nothing; the error names what still failed at the deadline. */
@@ -84,7 +86,13 @@ export async function survive(ctx: ScenarioContext, scenario: string, label: str
   await waitUntilNoneFail(`${scenario}: healthy again`, ctx.unhealthy, ctx.healthyWithinMs ?? 120_000);
   const healthyAfterMs = Date.now() - healedAt;
   await load;
-  await waitUntilNoneFail(`${scenario}: every acknowledged event processed`, () => missingFromProcessed(ctx.processed, stats), ctx.caughtUpWithinMs ?? 180_000, 500);
+  await waitUntilNoneFail(`${scenario}: every acknowledged event processed`, () => missingFromProcessed(ctx.processed, stats), ctx.caughtUpWithinMs ?? 180_000, 500).catch(
+    async (err: unknown) => {
+      const missing = [...stats.acknowledged].filter((u) => !ctx.processed.counts.has(u)).slice(0, 20);
+      const where = ctx.explainMissing ? await ctx.explainMissing(missing).catch((e: unknown) => `(could not look: ${String(e)})`) : '';
+      throw new Error(`${err instanceof Error ? err.message : String(err)}${where ? `\n${where}` : ''}`, { cause: err });
+    },
+  );
   const caughtUpAfterMs = Date.now() - healedAt;
   // Late duplicates (if any) get time to show before counting.
   await sleep(3_000);
