@@ -3,7 +3,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['**/*.test.ts'],
-    exclude: ['node_modules/**', 'dist/**', '.data/**', 'test/faults/**'],
+    exclude: ['node_modules/**', 'dist/**', '.data/**', 'test/faults/**', 'test/multihost/multihost.int.test.ts'],
     globalSetup: ['test/kit/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # npm run setup — idempotent set-up on a fresh Debian/Ubuntu machine with Node >= 20:
-# installs nats-server (JetStream), the PostgreSQL server binaries, Chromium, curl, haproxy and
-# promtool when missing (through apt as root; otherwise prints the exact command), then `npm ci` and the build.
+# installs nats-server (JetStream), the PostgreSQL server binaries, Chromium, curl, haproxy,
+# promtool, iproute2 and iptables when missing (through apt as root; otherwise prints the exact command), then `npm ci` and the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +43,14 @@ fi
 # with a launcher that is killed.
 if ! command -v setpriv >/dev/null 2>&1; then
   missing+=(util-linux)
+fi
+# The multi-host rig (npm run test:multihost) builds its hosts from network namespaces (ip, from
+# iproute2) and cuts and degrades their links with iptables; both live in /usr/sbin.
+if ! command -v ip >/dev/null 2>&1 && [[ ! -x /usr/sbin/ip ]] && [[ ! -x /sbin/ip ]]; then
+  missing+=(iproute2)
+fi
+if ! command -v iptables >/dev/null 2>&1 && [[ ! -x /usr/sbin/iptables ]]; then
+  missing+=(iptables)
 fi
 # The TLS test makes its certificates with openssl.
 if ! command -v openssl >/dev/null 2>&1; then

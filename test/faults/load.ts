@@ -25,6 +25,10 @@ export interface LoadOptions {
   /** Retries of a failed request (with backoff) before giving up on it. */
   retries: number;
   label: string;
+  /** Events per /batch/ request (default 20). */
+  batchSize?: number;
+  /** About a third of the requests single-event /capture/ (default true). */
+  singles?: boolean;
 }
 
 let sequence = 0;
@@ -59,10 +63,11 @@ export async function runLoad(o: LoadOptions, stats: LoadStats = newStats()): Pr
   let i = 0;
   const worker = async () => {
     while (Date.now() < deadline) {
-      const batchSize = i % 3 === 0 ? 1 : 20; // a third single captures, the rest batches
+      const single = (o.singles ?? true) && i % 3 === 0; // about a third single captures, the rest batches
+      const batchSize = single ? 1 : (o.batchSize ?? 20);
       const events = Array.from({ length: batchSize }, () => event(o.label, i++, o.users));
       const [path, body] =
-        batchSize === 1
+        single
           ? ['/capture/', JSON.stringify({ api_key: o.apiKey, ...events[0]!.body })]
           : ['/batch/', JSON.stringify({ api_key: o.apiKey, batch: events.map((e) => e.body) })];
       for (const e of events) stats.sent.add(e.uuid);
