@@ -21,6 +21,7 @@ import {
   runtimeValue,
   type Deployable,
 } from '../../test/deploy-artifacts.js';
+import { LIVENESS } from '../../test/multihost/topology.js';
 
 interface Probe {
   httpGet?: { path: string; port: string | number };
@@ -74,7 +75,7 @@ interface SecretRef {
 }
 const natsValues = parseYaml(`${K8S}/nats-values.yaml`) as {
   config: { cluster: { replicas: number }; nats?: { port?: number } };
-  container: { env: Record<string, string | SecretRef> };
+  container: { env: Record<string, string | SecretRef>; merge: { livenessProbe?: Probe & { failureThreshold?: number } } };
 };
 /** The pod labels of the nats chart's servers (its selector labels, release `nats`). */
 const NATS_POD_LABELS = { 'app.kubernetes.io/name': 'nats', 'app.kubernetes.io/instance': 'nats' };
@@ -164,6 +165,13 @@ describe('kubernetes manifests', () => {
     // The ingest readiness probe is /_ready, not /_health: a node without NATS leaves the Service.
     const ingest = mainContainers.find(({ container }) => deployableOf(container).name === 'ingest')!.container;
     expect(ingest.readinessProbe?.httpGet?.path).toBe('/_ready');
+  });
+
+  it('k8s - NATS pods are restarted by the liveness probe the multi-host rig runs (a hung JetStream, not a partition)', () => {
+    const probe = natsValues.container.merge.livenessProbe;
+    expect(probe?.httpGet?.path).toBe(LIVENESS.path);
+    expect(probe?.httpGet?.port).toBe('monitor');
+    expect(probe?.failureThreshold).toBe(LIVENESS.failures);
   });
 
   it('k8s - Services, the HPA and the PodDisruptionBudgets select the pods they are meant for', () => {
