@@ -1,6 +1,7 @@
 // Who runs where in the multi-host rig: every host's address (198.18.0.0/24 on the bridge; nats2's
 // own side of its link in 198.19.2.0/30) and the ports the deployables listen on, the same on
 // every host as they would be on separate machines.
+import { streamLayout } from '../../lib/index.js';
 import type { NetworkSpec } from './netns.js';
 
 export const NATS_HOSTS = ['nats1', 'nats2', 'nats3'] as const;
@@ -47,13 +48,19 @@ export const NETWORK: NetworkSpec = {
   linked: [NATS2_LINK],
 };
 
+/** STREAM_PARTITIONS of the rig's Spate: EVENTS, HISTORICAL and OVERFLOW in three streams, a leader on each node. */
+export const STREAM_PARTITIONS = 3;
+export const SPATE_LAYOUT = streamLayout(16, STREAM_PARTITIONS);
+
 export const natsUrl = NATS_HOSTS.map((h) => `nats://${ADDRESS[h]}:${PORT.nats}`).join(',');
 
 /**
  * The liveness probe of a NATS node: deploy/k8s/nats-values.yaml sets the same path and number of
- * failures on Kubernetes (with a 10 s period there). js-enabled-only: a node whose JetStream hangs
- * (its store's disk full) stops answering it, while a partitioned node keeps answering 200;
- * js-server-only answers 503 on a partitioned node (no meta leader in reach), so a liveness probe on
- * it restarts nodes that only need the network back (docs/multihost.md).
+ * failures on Kubernetes (with a 10 s period there). /jsz, because it tells a hung JetStream from a
+ * partition (docs/multihost.md): with its store's disk full, nats-server 2.9.10 stops answering
+ * /jsz within seconds while /healthz?js-enabled-only=true went on answering 200 for minutes in one
+ * run of three; partitioned, a node keeps answering /jsz but answers 503 to /healthz and
+ * /healthz?js-server-only=true (no meta leader in reach), which would restart nodes that only need
+ * the network back.
  */
-export const LIVENESS = { path: '/healthz?js-enabled-only=true', periodMs: 5_000, failures: 3 } as const;
+export const LIVENESS = { path: '/jsz', periodMs: 5_000, failures: 3 } as const;
