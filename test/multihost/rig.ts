@@ -92,7 +92,7 @@ export class Rig {
     (this.options.log ?? ((m: string) => console.log(`[rig] ${m}`)))(message);
   }
 
-  /** Builds the network and starts every host's processes; resolves when all are ready. */
+  /** Builds the network and starts the gateway and the NATS cluster (startSpate() the rest). */
   static async start(options: RigOptions = {}): Promise<Rig> {
     if (process.getuid?.() !== 0) throw new Error('the multi-host rig needs root: network namespaces, iptables, a tmpfs and cgroups (CI runs it as root)');
     buildDeployables();
@@ -103,7 +103,7 @@ export class Rig {
     } catch (err) {
       const logs = rig.tailLogs();
       await rig.stop();
-      throw new Error(`the rig did not start: ${err instanceof Error ? err.message : String(err)}\n${logs}`, { cause: err });
+      throw new Error(`the rig's network and NATS did not start: ${err instanceof Error ? err.message : String(err)}\n${logs}`, { cause: err });
     }
   }
 
@@ -146,7 +146,23 @@ export class Rig {
     const monitors = await Promise.all(NATS_HOSTS.map((h) => this.gateway.url('http', ADDRESS[h], PORT.natsMonitor)));
     for (const [i, m] of monitors.entries()) await waitFor(`${NATS_HOSTS[i]} /healthz`, () => ok(`${m}/healthz`), 60_000, 250);
     await waitForJetStreamLeader(monitors);
+    this.startLiveness();
+    this.log(`NATS ready in ${((Date.now() - started) / 1000).toFixed(1)} s (${this.dir})`);
+  }
 
+  /** Starts PostgreSQL, the admin server, the ingest nodes, HAProxy and the workers; resolves when all are ready. */
+  async startSpate(): Promise<void> {
+    const started = Date.now();
+    const node = process.execPath;
+    try {
+      await this.bootSpate(node);
+    } catch (err) {
+      throw new Error(`Spate did not start in the rig: ${err instanceof Error ? err.message : String(err)}\n${this.tailLogs()}`, { cause: err });
+    }
+    this.log(`Spate ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  }
+
+  private async bootSpate(node: string): Promise<void> {
     // PostgreSQL on the db host, as the postgres user, reachable from the rig's network.
     const pgServer = new PostgresServer({ dataDir: join(this.dir, 'postgres'), port: PORT.postgres, durable: true, host: ADDRESS.db, trustNetwork: '198.18.0.0/24' });
     await pgServer.init();
@@ -171,8 +187,6 @@ export class Rig {
     for (const host of WORKER_HOSTS) this.supervise(host, host, 'worker', node, [builtEntry('workers/main.js')], workerEnv(host, this.secrets), 'lifeline');
 
     await waitUntilNoneFail('the rig', () => this.unhealthy(), 180_000, 500);
-    this.startLiveness();
-    this.log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s (${this.dir})`);
   }
 
   get linkControl(): string {

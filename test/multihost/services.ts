@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NATS_USERS, type NatsRole } from '../../lib/index.js';
 import { natsConfigText, type NatsServerAuth } from '../../deploy/local/nats-server.js';
-import { ADDRESS, INGEST_HOSTS, NATS2_LINK, NATS2_ROUTE_OUT, NATS_HOSTS, natsUrl, PORT, WORKER_HOSTS, type NatsHost } from './topology.js';
+import { ADDRESS, INGEST_HOSTS, NATS2_LINK, NATS2_ROUTE_OUT, NATS_HOSTS, natsUrl, PORT, STREAM_PARTITIONS, WORKER_HOSTS, type NatsHost } from './topology.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -115,6 +115,7 @@ export function ingestEnv(host: (typeof INGEST_HOSTS)[number], secrets: RigSecre
     CAPTURE_PORT: String(PORT.capture),
     INGEST_METRICS_PORT: String(PORT.ingestMetrics),
     STREAM_REPLICAS: '3',
+    STREAM_PARTITIONS: String(STREAM_PARTITIONS),
     // HAProxy sets X-Forwarded-For to the client's address (haproxyConfig).
     TRUST_PROXY: 'true',
   });
@@ -125,6 +126,7 @@ export function workerEnv(host: (typeof WORKER_HOSTS)[number], secrets: RigSecre
     DATABASE_URL: databaseUrl,
     SPATE_SECRET_KEY: secrets.secretKey,
     NATS_REPLICAS: '3',
+    STREAM_PARTITIONS: String(STREAM_PARTITIONS),
     WORKER_METRICS_HOST: ADDRESS[host],
     WORKER_METRICS_PORT: String(PORT.worker),
   });

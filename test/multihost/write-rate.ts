@@ -1,12 +1,15 @@
-// How fast the rig's 3-node cluster stores writes into K streams at R3, run inside the rig (host
-// `client`): `node --import tsx write-rate.ts '<options JSON>'` prints one JSON line per round.
-// A stream's writes all go through its leader, so one stream is bounded by one node; K streams
-// with their leaders on K nodes spread that work. Each round creates K test streams (R3), moves
-// their leaders onto distinct nodes, publishes captured-event-sized messages (Nats-Msg-Id set, as
-// ingest does) with the same number in flight whatever K, counts PubAcks, then deletes them.
+// How fast the rig's 3-node cluster stores captured events into EVENTS at R3 as one stream and as
+// K partition streams (STREAM_PARTITIONS), run inside the rig (host `client`) before Spate starts,
+// while the capture streams' names are free: `node --import tsx write-rate.ts '<options JSON>'`
+// prints one JSON line per round. A stream's writes all go through its leader; K partitions with
+// their leaders on K nodes spread that work. Each round creates EVENTS as Spate does
+// (lib's streamConfig for the layout), spreads the leaders over the nodes, publishes what ingest
+// nodes publish (messages of captured-event lines on events.<project>.<shard>, Nats-Msg-Id set,
+// one connection to each node, the same number in flight whatever K), counts PubAcks and the
+// nodes' CPU, then deletes the streams.
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
-import { HEADER_EVENT_COUNT, uuidv7 } from '../../lib/index.js';
+import { HEADER_EVENT_COUNT, streamConfig, streamLayout, streamNamesOf, uuidv7 } from '../../lib/index.js';
 import { benchEvent } from '../../bench/lib/payloads.js';
 import { cpuSeconds } from './cpu.js';
 
@@ -51,27 +54,27 @@ async function spreadLeaders(nc: NatsConnection, jsm: JetStreamManager, names: s
   throw new Error(`could not put the leaders of ${names.join(', ')} on distinct nodes`);
 }
 
-async function round(o: WriteRateOptions, k: number, n: number): Promise<WriteRateRound> {
+const SHARDS = 16;
+
+async function round(o: WriteRateOptions, k: number): Promise<WriteRateRound> {
   const nc = await connect({ servers: o.servers, user: o.user, pass: o.pass, name: `write-rate-k${k}` });
   const jsm = await jetstreamManager(nc);
   // Publishers connect to every node, as ingest nodes do (each to one of them): no node carries
   // all the client traffic.
   const publishers = await Promise.all(o.servers.map((server, i) => connect({ servers: [server], user: o.user, pass: o.pass, name: `write-rate-k${k}-${i}` })));
   const js = publishers.map((p) => jetstream(p));
-  const names = Array.from({ length: k }, (_, i) => `MH_WRITE_${n}_K${k}_${i}`);
+  const layout = streamLayout(SHARDS, k);
+  const names = streamNamesOf('events', layout);
   try {
-    for (const [i, name] of names.entries()) {
-      // max_bytes bounds what a round leaves on nats3's small store; old messages are discarded.
-      await jsm.streams.add({ name, subjects: [`mhwrite.${n}.${i}.>`], num_replicas: 3, max_bytes: 64 * 1024 * 1024, duplicate_window: 120_000_000_000 });
-    }
+    // Unlimited bytes, as Spate's default: a limit would be reserved on nats3's small store.
+    const limits = { replicas: 3, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 };
+    for (let p = 0; p < names.length; p++) await jsm.streams.add(streamConfig('events', limits, layout, p));
     const leaders = k > 1 ? await spreadLeaders(nc, jsm, names) : [(await jsm.streams.info(names[0]!)).cluster?.leader ?? '?'];
-    // One message per subject, 16 subjects per stream, packed like ingest's captured lines.
-    const messages = names.flatMap((_, i) =>
-      Array.from({ length: 16 }, (_, shard) => {
-        const lines = Array.from({ length: o.eventsPerMessage }, (_, j) => JSON.stringify({ uuid: uuidv7(), ...benchEvent(shard * 1000 + j), now: new Date().toISOString(), token: 'phc_rig', project_id: 1 }));
-        return { subject: `mhwrite.${n}.${i}.${shard}`, data: Buffer.from(lines.join('\n') + '\n') };
-      }),
-    );
+    // One message per shard, packed like ingest's captured lines, on the subjects ingest uses.
+    const messages = Array.from({ length: SHARDS }, (_, shard) => {
+      const lines = Array.from({ length: o.eventsPerMessage }, (_, j) => JSON.stringify({ uuid: uuidv7(), ...benchEvent(shard * 1000 + j), now: new Date().toISOString(), token: 'phc_rig', project_id: 1 }));
+      return { subject: `events.1.${shard}`, data: Buffer.from(lines.join('\n') + '\n') };
+    });
     let acks = 0;
     let bytes = 0;
     let errors = 0;
@@ -123,4 +126,4 @@ async function round(o: WriteRateOptions, k: number, n: number): Promise<WriteRa
 }
 
 const options = JSON.parse(process.argv[2] ?? '{}') as WriteRateOptions;
-for (const [n, k] of options.rounds.entries()) process.stdout.write(`${JSON.stringify(await round(options, k, n))}\n`);
+for (const k of options.rounds) process.stdout.write(`${JSON.stringify(await round(options, k))}\n`);
