@@ -84,17 +84,22 @@ export async function explainMissing(rig: Rig, jsm: JetStreamManager, processed:
   return lines.join('\n');
 }
 
-/** Makes `host` lead one of `streams` (if none yet), stepping the first down until it does (a step-down elects at random). */
-export async function leadOneOf(nc: NatsConnection, jsm: JetStreamManager, streams: string[], host: NatsHost): Promise<string> {
+/**
+ * Moves the leadership of every stream and KV bucket off `host` (step-downs elect another replica
+ * at random), so that it holds replicas only. Returns how many step-downs it took.
+ */
+export async function leadNothing(nc: NatsConnection, jsm: JetStreamManager, host: NatsHost): Promise<number> {
   const server = `spate-${host}`;
-  for (let i = 0; i < 30; i++) {
-    const leaders = await Promise.all(streams.map(async (s) => (await jsm.streams.info(s)).cluster?.leader));
-    const led = streams.find((_, j) => leaders[j] === server);
-    if (led) return led;
-    await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${streams[0]}`, '', { timeout: 5_000 }).catch(() => undefined);
+  let stepDowns = 0;
+  for (let round = 0; round < 30; round++) {
+    const led: string[] = [];
+    for await (const info of jsm.streams.list()) if (info.cluster?.leader === server) led.push(info.config.name);
+    if (led.length === 0) return stepDowns;
+    await Promise.all(led.map((name) => nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${name}`, '', { timeout: 5_000 }).catch(() => undefined)));
+    stepDowns += led.length;
     await sleep(1_000);
   }
-  throw new Error(`${host} leads none of ${streams.join(', ')}`);
+  throw new Error(`${host} still leads streams after 30 rounds of step-downs`);
 }
 
 export const MONITOR_PATHS = ['/healthz', '/healthz?js-enabled-only=true', '/healthz?js-server-only=true', '/jsz'] as const;
