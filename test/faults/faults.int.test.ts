@@ -15,7 +15,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { allStreamNames, connectNats, readClusterFile, streamLayout, type ClusterFile } from '../../lib/index.js';
 import { waitFor } from '../kit/index.js';
 import { ProcessedCounter } from './processed.js';
-import { ok, postgresAnswers, shardsCovered, workerShards } from './probes.js';
+import { ok, pidAlive, postgresAnswers, shardsCovered, workerShards } from './probes.js';
 import { markdownTable, seconds, survive, type Outcome, type ScenarioContext } from './scenario.js';
 
 type Role = 'ingest' | 'worker' | 'nats' | 'postgres';
@@ -37,15 +37,6 @@ const outcomes: Outcome[] = [];
 const clusterFile = () => readClusterFile(join(dataDir, 'cluster.json'));
 const pidsOf = (role: Role) => clusterFile().processes!.filter((p) => p.role === role);
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 const SHARDS = 16;
 
 /**
@@ -55,7 +46,7 @@ const SHARDS = 16;
  */
 async function unhealthy(): Promise<string[]> {
   const c = clusterFile();
-  const failing = c.processes!.filter((p) => !alive(p.pid)).map((p) => `${(p.name as string | undefined) ?? p.role} not running`);
+  const failing = c.processes!.filter((p) => !pidAlive(p.pid)).map((p) => `${(p.name as string | undefined) ?? p.role} not running`);
   const checks: [string, Promise<boolean>][] = [
     ['capture /_ready', ok(`${c.captureUrl}/_ready`)],
     ['admin /_health', ok(`${c.adminUrl}/_health`)],

@@ -2,6 +2,16 @@
 // when the thing it asks about would serve a user now, and never throws.
 import pg from 'pg';
 
+/** Whether a process of this pid exists (signal 0 checks without sending anything). */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** A GET that answers 2xx within `timeoutMs`. */
 export async function ok(url: string, timeoutMs = 2_000): Promise<boolean> {
   const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) }).catch(() => undefined);

@@ -10,6 +10,7 @@
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
+import { pidAlive } from '../faults/probes.js';
 import { removeStaleCpuLimits } from './cpu-limit.js';
 
 const run = promisify(execFile);
@@ -36,15 +37,6 @@ export interface LinkedHost {
 export interface NetworkSpec {
   bridged: BridgedHost[];
   linked: LinkedHost[];
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function ipSync(args: string[]): string {
@@ -103,13 +95,13 @@ function unmount(path: string): void {
 
 /** Removes the namespaces and mounts of earlier rig runs whose test process is gone. */
 export function removeStaleRigs(): string[] {
-  const removed = namespaces().filter((ns) => !alive(ownerOf(ns)));
+  const removed = namespaces().filter((ns) => !pidAlive(ownerOf(ns)));
   for (const ns of removed) removeNamespace(ns);
   for (const m of rigMounts()) {
     const owner = Number(/\/spmh-(\d+)-/.exec(m)?.[1]);
-    if (!alive(owner)) unmount(m);
+    if (!pidAlive(owner)) unmount(m);
   }
-  removeStaleCpuLimits(NS_PREFIX, (name) => !alive(ownerOf(name)));
+  removeStaleCpuLimits(NS_PREFIX, (name) => !pidAlive(ownerOf(name)));
   return removed;
 }
 

@@ -15,7 +15,7 @@ import { SupervisedChild, type ChildSpec, type LauncherDeath } from '../../deplo
 import { natsServerEnv, waitForJetStreamLeader } from '../../deploy/local/nats-server.js';
 import { PostgresServer } from '../../deploy/local/postgres.js';
 import { waitFor } from '../../deploy/local/wait.js';
-import { ok, postgresAnswers, shardsCovered, workerShards } from '../faults/probes.js';
+import { ok, pidAlive, postgresAnswers, shardsCovered, workerShards } from '../faults/probes.js';
 import { waitUntilNoneFail } from '../faults/scenario.js';
 import { CpuLimit, cpuLimitSupport } from './cpu-limit.js';
 import { Gateway } from './gateway.js';
@@ -449,12 +449,5 @@ export class Rig {
 }
 
 function running(child: SupervisedChild): boolean {
-  const pid = child.pid;
-  if (pid === undefined) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  return child.pid !== undefined && pidAlive(child.pid);
 }
