@@ -6,9 +6,10 @@
 //
 // Namespaces are named `spmh-<pid>-<host>` after the test process that made them. They are removed
 // when it stops (exit, failure, SIGTERM/SIGINT), by a watchdog shell should it be killed with -9,
-// and, at the next start, any `spmh-` namespace whose process is gone.
+// and, at the next start, any `spmh-` namespace, mount or run directory whose process is gone.
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { pidAlive } from '../faults/probes.js';
 import { removeStaleCpuLimits } from './cpu-limit.js';
@@ -93,7 +94,10 @@ function unmount(path: string): void {
   }
 }
 
-/** Removes the namespaces and mounts of earlier rig runs whose test process is gone. */
+/** Where a rig run keeps its files: `/tmp/spmh-<pid>-XXXXXX` (rig.ts). */
+export const RUN_DIRS = '/tmp';
+
+/** Removes the namespaces, mounts and run directories of earlier rig runs whose test process is gone. */
 export function removeStaleRigs(): string[] {
   const removed = namespaces().filter((ns) => !pidAlive(ownerOf(ns)));
   for (const ns of removed) removeNamespace(ns);
@@ -102,6 +106,10 @@ export function removeStaleRigs(): string[] {
     if (!pidAlive(owner)) unmount(m);
   }
   removeStaleCpuLimits(NS_PREFIX, (name) => !pidAlive(ownerOf(name)));
+  // Only `spmh-<pid>-` names are a run's: other tests' temp dirs (spmh-relay-test-…) are not.
+  for (const d of readdirSync(RUN_DIRS).filter((name) => /^spmh-\d+-/.test(name) && !pidAlive(ownerOf(name)))) {
+    rmSync(join(RUN_DIRS, d), { recursive: true, force: true });
+  }
   return removed;
 }
 
@@ -186,6 +194,7 @@ export class RigNetwork {
       `  ip netns del "$ns"`,
       `done`,
       `for m in $(cut -d' ' -f2 /proc/mounts | grep '/${prefix}'); do umount -l "$m"; done`,
+      `rm -rf ${RUN_DIRS}/${prefix}*`,
       `for d in /sys/fs/cgroup/cpu/${prefix}* /sys/fs/cgroup/${prefix}*; do if [ -d "$d" ]; then rmdir "$d"; fi; done`,
     ].join('\n');
     const child = spawn('sh', ['-c', script], { detached: true, stdio: 'ignore' });

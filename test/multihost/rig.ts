@@ -19,7 +19,7 @@ import { ok, pidAlive, postgresAnswers, shardsCovered, workerShards } from '../f
 import { waitUntilNoneFail } from '../faults/scenario.js';
 import { CpuLimit, cpuLimitSupport } from './cpu-limit.js';
 import { Gateway } from './gateway.js';
-import { NS_PREFIX, removeStaleRigs, RigNetwork } from './netns.js';
+import { NS_PREFIX, removeStaleRigs, RigNetwork, RUN_DIRS } from './netns.js';
 import { adminEnv, bootstrapEnv, buildDeployables, builtEntry, haproxyConfig, ingestEnv, nats2LinkRoutes, natsNodeConfig, workerEnv, type RigSecrets } from './services.js';
 import type { WriteRateOptions, WriteRateRound } from './write-rate.js';
 import { ADDRESS, INGEST_HOSTS, LIVENESS, NATS2_LINK, NATS_HOSTS, NETWORK, PORT, WORKER_HOSTS, type NatsHost } from './topology.js';
@@ -75,7 +75,7 @@ export class Rig {
   private constructor(private readonly options: RigOptions) {
     const stale = removeStaleRigs();
     if (stale.length > 0) this.log(`removed ${stale.length} namespaces left by an earlier run: ${stale.join(', ')}`);
-    this.dir = mkdtempSync(`/tmp/${NS_PREFIX}${process.pid}-`);
+    this.dir = mkdtempSync(join(RUN_DIRS, `${NS_PREFIX}${process.pid}-`));
     chmodSync(this.dir, 0o711); // PostgreSQL runs as `postgres`
     this.logDir = join(this.dir, 'logs');
     mkdirSync(this.logDir);
