@@ -34,6 +34,9 @@ describe('failure classes', () => {
       new Error('Connection terminated unexpectedly'),
       Object.assign(new Error('TIMEOUT'), { name: 'TimeoutError' }),
       Object.assign(new Error('no responders'), { name: 'NoRespondersError' }),
+      // A stream whose leader is lost (the multi-host rig's faults): nats.js and the server say so.
+      Object.assign(new Error('jetstream is not enabled', { cause: Object.assign(new Error("no responders: 'events.1.8'"), { name: 'NoResponders' }) }), { name: 'JetStreamNotEnabled' }),
+      Object.assign(new Error('JetStream system temporarily unavailable'), { name: 'JetStreamApiError' }),
       'not an error',
     ]) {
       expect(isDeterministicFailure(err), String(err)).toBe(false);

@@ -9,11 +9,19 @@ export class OwnershipLostError extends Error {
   override name = 'OwnershipLostError';
 }
 
-/** NATS did not answer (timeout, no responders, connection closed or cut): ask again later. */
+/**
+ * NATS did not answer (timeout, no responders, connection closed or cut) or JetStream could not
+ * (a stream without a leader: nats.js says "jetstream is not enabled" for the no responders under
+ * it, the server "JetStream system temporarily unavailable"): ask again later. Causes count too.
+ */
 export function isNatsUnavailable(err: unknown): boolean {
-  const name = (err as { name?: string } | undefined)?.name ?? '';
-  const message = (err as { message?: string } | undefined)?.message ?? '';
-  return /Timeout|NoResponders|Closed|Disconnect/i.test(name) || /timeout|no responders|disconnect|closed/i.test(message);
+  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const name = (e as { name?: string }).name ?? '';
+    const message = (e as { message?: string }).message ?? '';
+    if (/Timeout|NoResponders|Closed|Disconnect|JetStreamNotEnabled/i.test(name)) return true;
+    if (/timeout|no responders|disconnect|closed|jetstream is not enabled|temporarily unavailable/i.test(message)) return true;
+  }
+  return false;
 }
 
 /**
