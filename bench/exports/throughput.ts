@@ -41,6 +41,14 @@ import { cpuSeconds, killOnExit, reapedChildrenCpuSeconds, rssBytes, sampleRss, 
 import { processedWebEvent } from '../lib/processed-event.js';
 import { markdownTable, median, type Table } from '../lib/report.js';
 
+/** The destinations of `--only`, by the names of their rows. */
+const BENCH_DESTINATIONS = {
+  s3: (name: string) => name === 'S3, JSONLines gzip',
+  parquet: (name: string) => name.startsWith('S3, Parquet'),
+  postgres: (name: string) => name.startsWith('PostgreSQL'),
+};
+type BenchDestination = keyof typeof BENCH_DESTINATIONS;
+
 export interface ExportRunFigures {
   destination: string;
   /** Which worker build ran it (same-run A/B). */
@@ -132,7 +140,7 @@ export interface ExportThroughputOptions {
   /** Runs of each destination per build, taken in turns (A, B, A, B …) so that load from others falls on each alike. */
   rounds?: number;
   builds?: WorkerBuild[];
-  /** Destinations to run (s3, postgres); all by default. */
+  /** Destinations to run (s3, parquet, postgres); all by default. */
   only?: string[];
   /** Node options for the worker process (e.g. --cpu-prof, --perf-basic-prof). */
   workerNodeArgs?: string[];
@@ -206,12 +214,16 @@ export async function runExportThroughput(o: ExportThroughputOptions): Promise<E
         { type: 'S3', config: { bucket_name: 'bench', region: 'us-east-1', prefix: 'bench', endpoint_url: `http://127.0.0.1:${s3Address.port}`, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', compression: 'gzip' } },
       ],
       [
+        'S3, Parquet (snappy)',
+        { type: 'S3', config: { bucket_name: 'bench', region: 'us-east-1', prefix: 'bench-parquet', endpoint_url: `http://127.0.0.1:${s3Address.port}`, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', file_format: 'Parquet' } },
+      ],
+      [
         'PostgreSQL, COPY',
         { type: 'Postgres', config: { host: targetUrl.hostname, port: Number(targetUrl.port), user: 'postgres', password: 'unused', database: 'export_target', table_name: 'events' } },
       ],
     ];
     const runs: ExportRunFigures[] = [];
-    const chosen = destinations.filter(([name]) => !o.only || o.only.some((d) => name.toLowerCase().startsWith(d === 'postgres' ? 'postgresql' : d)));
+    const chosen = destinations.filter(([name]) => !o.only || o.only.some((d) => BENCH_DESTINATIONS[d as BenchDestination]?.(name)));
     for (let round = 0; round < rounds; round++) {
       for (const build of builds) {
         const port = await freePort();
@@ -332,15 +344,16 @@ export function exportThroughputTable(r: ExportThroughputResult): Table {
   };
 }
 
-const USAGE = `usage: npx tsx bench/exports/throughput.ts [--events N] [--rounds R] [--only s3|postgres] [--compare DIR]
+const USAGE = `usage: npx tsx bench/exports/throughput.ts [--events N] [--rounds R] [--only s3,parquet,postgres] [--compare DIR]
 
-One batch-export run of N events (default 1,000,000) from PROCESSED to S3 (JSONLines gzip) and to
-PostgreSQL (COPY), each in a worker process; prints the table and the runs as JSON.
+One batch-export run of N events (default 1,000,000) from PROCESSED to S3 (JSONLines gzip), to S3
+(Parquet, snappy) and to PostgreSQL (COPY), each in a worker process; prints the table and the runs
+as JSON.
 \`npm run bench -- --only exports\` runs the same and writes the report to bench/results/.
 
   --events N     events in the exported interval (default 1000000)
   --rounds R     runs of each destination (default 1); medians in the table
-  --only D       one destination: s3 or postgres
+  --only D,…     destinations: s3 (JSONLines gzip), parquet, postgres
   --worker-node-args ARGS  node options of the worker process, space-separated (--cpu-prof
                  --cpu-prof-dir=DIR, --perf-basic-prof …)
   --compare DIR  also run the worker of another checkout's build (DIR/dist/workers/main.js), in
@@ -355,9 +368,11 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const rounds = Number(values.rounds);
   if (!Number.isInteger(events) || events < 1) usageError(USAGE, `--events must be a positive integer, not ${values.events}`);
   if (!Number.isInteger(rounds) || rounds < 1) usageError(USAGE, `--rounds must be a positive integer, not ${values.rounds}`);
-  if (values.only !== undefined && values.only !== 's3' && values.only !== 'postgres') usageError(USAGE, `--only must be s3 or postgres, not ${values.only}`);
+  const only = values.only?.split(',').filter(Boolean);
+  const unknown = only?.filter((d) => !(d in BENCH_DESTINATIONS));
+  if (unknown?.length) usageError(USAGE, `--only takes s3, parquet and postgres, not ${unknown.join(', ')}`);
   const builds: WorkerBuild[] | undefined = values.compare ? [{ label: `before (${values.compare})`, root: values.compare }, { label: 'this build' }] : undefined;
-  const result = await runExportThroughput({ events, rounds, builds, only: values.only ? [values.only] : undefined, workerNodeArgs: values['worker-node-args']?.split(' ').filter(Boolean), log: (m) => console.error(`[bench exports] ${m}`) });
+  const result = await runExportThroughput({ events, rounds, builds, only, workerNodeArgs: values['worker-node-args']?.split(' ').filter(Boolean), log: (m) => console.error(`[bench exports] ${m}`) });
   console.log(markdownTable(exportThroughputTable(result)));
   console.log(JSON.stringify(result, null, 2));
   process.exit(0);
