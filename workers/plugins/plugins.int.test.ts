@@ -2,6 +2,7 @@
 // published as ingest does, PROCESSED and the config's logs read back (test/plugins/harness.ts).
 import { describe, expect, it } from 'vitest';
 import { startPluginRig } from '../../test/plugins/harness.js';
+import { waitFor } from '../../test/kit/index.js';
 import { capture, publishEvents } from '../../test/workers/harness.js';
 
 describe('plugin runtime', () => {
@@ -128,7 +129,7 @@ describe('plugin runtime', () => {
       ['ERROR', 'setupPlugin failed (instance ID …): Error: cannot reach db.example with ***. Retrying in 0.4 s.'],
       ['ERROR', 'setupPlugin failed (instance ID …): Error: cannot reach db.example with ***. Disabling the plugin after 3 attempts.'],
     ]);
-    await waitFor(async () => (await rig.config(broken.configId)).enabled === false);
+    await waitFor('the config disabled', async () => (await rig.config(broken.configId)).enabled === false, 20_000, 200);
     // The secret never reached the logs.
     expect(JSON.stringify(await rig.logs(broken.configId))).not.toContain('sk-very-secret');
   });
@@ -179,7 +180,7 @@ describe('plugin runtime', () => {
     expect(lines.filter((l) => (l.properties.$plugins_succeeded as string[] | undefined)?.includes(label))).toEqual([]);
     expect(lines.filter((l) => (l.properties.$plugins_failed as string[] | undefined)?.includes(label)).length).toBeGreaterThanOrEqual(5);
     await rig.waitForLog(flaky.configId, 'the breaker', (l) => l.source === 'SYSTEM' && l.message.startsWith('Disabled by the circuit breaker: 5 of its last 10 events failed'));
-    await waitFor(async () => (await rig.config(flaky.configId)).enabled === false);
+    await waitFor('the config disabled', async () => (await rig.config(flaky.configId)).enabled === false, 20_000, 200);
     // Disabled: later events are not run through it at all.
     await publishEvents(rig.js, [capture(p, 'after', 'u99')]);
     const after = (await rig.processed(13)).find((l) => l.event === 'after')!;
@@ -203,11 +204,3 @@ describe('plugin runtime', () => {
     expect((await rig.processed(2))[1]!.properties.version).toBe(2);
   });
 });
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
