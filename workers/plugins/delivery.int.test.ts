@@ -92,6 +92,44 @@ describe('plugin destinations', () => {
     expect(paths('/fine')).toBe(1);
   });
 
+  it('onEvent - a RetryError or a throw is tried again with back-off, then the event is skipped with an ERROR; the plugin stays enabled', async () => {
+    await using rig = await startPluginRig({ PLUGIN_DELIVERY_ATTEMPTS: '3', PLUGIN_DELIVERY_BACKOFF: '200ms' });
+    const p = rig.user.projectId;
+    const events = [capture(p, 'down', 'u1'), capture(p, 'flaky', 'u2'), capture(p, 'oops', 'u3'), capture(p, 'fine', 'u4')];
+    let flaky = 0;
+    await using sink = await startHttpSink((r) => {
+      if (r.path === '/down') return 503;
+      if (r.path === '/flaky') return ++flaky === 1 ? 500 : 200;
+      return 200;
+    });
+    const dest = await rig.install(
+      `export async function onEvent(event, { config, global }) {
+        if (event.event === 'oops' && !global.oopsed) {
+          global.oopsed = true
+          throw new Error('not yet')
+        }
+        const res = await fetch(config.url + '/' + event.event, { method: 'POST', body: event.uuid })
+        if (res.status !== 200) throw new RetryError('the sink answered ' + res.status)
+      }`,
+      { collection: 'pipeline_destinations', name: 'Sender', config: { url: sink.url } },
+    );
+    await publishEvents(rig.js, events, { perMessage: 4 });
+    await rig.waitForLog(dest.configId, 'the ERROR of the event that stays down', (l) => l.type === 'ERROR' && l.message.includes(events[0]!.uuid));
+    await waitFor('the others delivered', () => ['/flaky', '/oops', '/fine'].every((path) => sink.requests.some((r) => r.path === path)), 20_000, 50);
+    const paths = (path: string) => sink.requests.filter((r) => r.path === path).length;
+    expect(paths('/down')).toBe(3);
+    expect(paths('/flaky')).toBe(2);
+    expect(paths('/oops')).toBe(1);
+    expect(paths('/fine')).toBe(1);
+    const logs = await rig.logs(dest.configId);
+    expect(logs.filter((l) => l.type === 'ERROR').map((l) => l.message)).toEqual([
+      `onEvent threw RetryError: the sink answered 503 on event ${events[0]!.uuid} ("down") after 3 attempts: the event is skipped`,
+    ]);
+    expect(logs.some((l) => l.type === 'WARN' && l.message.includes('trying again in 0.2 s (attempt 2 of 3)'))).toBe(true);
+    // A destination that is down is not the plugin's fault: the breaker leaves it enabled.
+    expect((await rig.config(dest.configId)).enabled).toBe(true);
+  });
+
   it('onEvent - every processed event reaches the destination across a worker kill -9 (at least once)', async () => {
     await using rig = await startPluginRig();
     await rig.worker.stop();
