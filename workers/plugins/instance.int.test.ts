@@ -1,15 +1,15 @@
-// One plugin instance's lifecycle (workers/plugins/instance.ts) with its real sandbox, its logs on a
-// real nats-server and its fetch to a real local HTTP server.
+// One plugin instance (workers/plugins/instance.ts) with its real sandbox, its logs on a real
+// nats-server and its fetch to a real local HTTP server: its lifecycle, and the transformation hook
+// running on it (workers/plugins/transformations.ts).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type pg from 'pg';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compilePluginSource, createLogger, ensurePipelineStreams, Registry, type NatsConnection } from '../../lib/index.js';
-import { startHttpSink, startNats, testSecretKeyring, waitFor, type NatsHandle } from '../../test/kit/index.js';
-import { pluginEgressPolicy } from './host-ops.js';
-import { PluginInstance, type PluginConfigEntry } from './instance.js';
-import { PluginLogs } from './logs.js';
-import { createPluginMetrics } from './metrics.js';
+import { createLogger, ensurePipelineStreams, type CapturedEvent, type NatsConnection } from '../../lib/index.js';
+import { EventHooks } from '../coordination/index.js';
+import type { PluginCatalog } from './catalog.js';
+import { transformationHook } from './transformations.js';
+import { startHttpSink, startNats, waitFor, type NatsHandle } from '../../test/kit/index.js';
+import { startTestInstance, storedLogLines } from '../../test/plugins/instance.js';
 import type { Sandbox } from './sandbox/index.js';
 
 let nats: NatsHandle;
@@ -25,35 +25,6 @@ afterAll(async () => {
   await nats?.stop();
 });
 
-async function instanceOf(source: string, config: Record<string, unknown>) {
-  const compiled = (await compilePluginSource(new Map([['index.ts', source]])))!;
-  const logger = createLogger('test', 'silent');
-  const logs = new PluginLogs(jetstream(nc), { ratePerSecond: 100 }, logger);
-  const entry: PluginConfigEntry = {
-    id: 1,
-    plugin_id: 1,
-    order: 1,
-    config,
-    plugin: { name: 'Test', plugin_type: 'source', url: null, tag: null, capabilities: {}, updated_at: '2026-01-01T00:00:00Z', source_hash: compiled.hash },
-    updated_at: '2026-01-01T00:00:00Z',
-  };
-  const instance = new PluginInstance(1, entry, {
-    nc,
-    logs,
-    // This plugin uses neither storage nor cache.
-    db: undefined as unknown as pg.Pool,
-    egress: pluginEgressPolicy('loopback'),
-    keyring: testSecretKeyring(),
-    limits: { memoryBytes: 8 * 1024 * 1024, stackBytes: 512 * 1024, cpuMs: 10_000, wallMs: 30_000 },
-    setup: { attempts: 1, backoffMs: 100 },
-    breaker: { failures: 0, of: 100, timeouts: 0 },
-    logger,
-    metrics: createPluginMetrics(new Registry(), () => new Map()),
-    code: () => Promise.resolve(compiled.code),
-  });
-  return { instance, logs };
-}
-
 const event = (name: string) => ({ uuid: '00000000-0000-4000-8000-000000000001', event: name, distinct_id: 'u1', properties: {}, timestamp: '2026-01-01T00:00:00Z' });
 
 describe('plugin instance', () => {
@@ -61,7 +32,8 @@ describe('plugin instance', () => {
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
     await using sink = await startHttpSink(async () => (await gate, 200));
-    const { instance, logs } = await instanceOf(
+    const { instance, stop } = await startTestInstance(
+      nc,
       `const kept: object[] = []
       export async function processEvent(event, { config }) {
         if (event.event === 'slow') await fetch(config.url)
@@ -89,8 +61,43 @@ describe('plugin instance', () => {
       expect(old.disposed).toBe(true);
     } finally {
       open();
-      await instance.stop();
-      await logs.stop();
+      await stop();
     }
+  });
+});
+
+describe('transformations on an instance', () => {
+  it('transformations - an event changed into one the batch refuses goes on as captured, the plugin failed, with an ERROR', async () => {
+    const { instance, entry, metrics, stop } = await startTestInstance(nc, "export function processEvent(event) { event.event = 'renamed'; if (event.distinct_id === 'refused') event.properties.refuse = 1; return event }");
+    try {
+      const catalog = { noTransformations: false, transformations: () => [entry], acquire: () => instance } as unknown as PluginCatalog;
+      const hooks = new EventHooks();
+      hooks.add('plugins', transformationHook(catalog, metrics, { maxChangeChars: () => 1_000_000 }, createLogger('test', 'silent')));
+      const captured = (uuid: string, distinctId: string): CapturedEvent =>
+        ({ uuid, event: 'clicked', distinct_id: distinctId, properties: { a: 1 }, timestamp: '2026-01-01T00:00:00Z', token: 'phc_test', project_id: 1, now: '2026-01-01T00:00:00Z' });
+      const events = [
+        { projectId: 1, event: captured('00000000-0000-4000-8000-000000000001', 'refused') },
+        { projectId: 1, event: captured('00000000-0000-4000-8000-000000000002', 'fine') },
+      ];
+      // What processing refuses (as the persons role's check would a changed event it cannot take).
+      const left = await hooks.run({ stream: 'EVENTS', shard: 0 }, events, (e, event) => {
+        if ((event.properties as Record<string, unknown>).refuse) throw new TypeError('hook plugins replaced the event with one that is not a captured event');
+        e.event = event;
+      });
+      const label = `Test (${entry.id})`;
+      expect(left.map((e) => e.event)).toEqual([
+        { ...captured('00000000-0000-4000-8000-000000000001', 'refused'), properties: { a: 1, $plugins_succeeded: [], $plugins_failed: [label] } },
+        { ...captured('00000000-0000-4000-8000-000000000002', 'fine'), event: 'renamed', properties: { a: 1, $plugins_succeeded: [label] } },
+      ]);
+    } finally {
+      await stop();
+    }
+    const errors = (await storedLogLines(nc, entry.id)).filter((l) => l.type === 'ERROR');
+    expect(errors.map((l) => [l.source, l.message])).toEqual([
+      [
+        'PLUGIN',
+        'processEvent changed event 00000000-0000-4000-8000-000000000001 ("clicked") into one that cannot be processed (TypeError: hook plugins replaced the event with one that is not a captured event): the event goes on as it was before the transformations',
+      ],
+    ]);
   });
 });

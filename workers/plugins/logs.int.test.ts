@@ -2,8 +2,9 @@
 // nats-server: what a config's logs will hold, read back from the stream.
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger, ensurePipelineStreams, parseNdjson, PIPELINE_STREAMS, type NatsConnection, type PluginLogLine } from '../../lib/index.js';
+import { createLogger, ensurePipelineStreams, type NatsConnection } from '../../lib/index.js';
 import { interceptCalls, startNats, type NatsHandle } from '../../test/kit/index.js';
+import { storedLogLines } from '../../test/plugins/instance.js';
 import { PluginLogs, type PluginLogTarget } from './logs.js';
 
 let nats: NatsHandle;
@@ -22,18 +23,6 @@ afterAll(async () => {
 let nextConfig = 1;
 function target(secrets: string[] = []): PluginLogTarget {
   return { teamId: 1, configId: nextConfig++, instanceId: '00000000-0000-4000-8000-000000000001', secrets };
-}
-
-/** Every line stored on PLUGIN_LOGS for the config, in order. */
-async function stored(configId: number): Promise<PluginLogLine[]> {
-  const jsm = await jetstreamManager(nc);
-  const info = await jsm.streams.info(PIPELINE_STREAMS.pluginLogs.name);
-  const out: PluginLogLine[] = [];
-  for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
-    const m = await jsm.streams.getMessage(PIPELINE_STREAMS.pluginLogs.name, { seq }).catch(() => null);
-    if (m && m.subject.endsWith(`.${configId}`)) out.push(...parseNdjson<PluginLogLine>(m.data));
-  }
-  return out;
 }
 
 describe('plugin logs', () => {
@@ -60,7 +49,7 @@ describe('plugin logs', () => {
     } finally {
       await logs.stop();
     }
-    const lines = await stored(t.configId);
+    const lines = await storedLogLines(nc, t.configId);
     // Line ids: the admin server stores a line sent twice once.
     expect([...new Map(lines.map((l) => [l.id, l.message])).values()]).toEqual(['before 0', 'before 1', 'before 2', 'after 0', 'Disabled by the circuit breaker.']);
     expect(lines.find((l) => l.source === 'SYSTEM')?.disable_plugin_config).toBe('Disabled by the circuit breaker.');
@@ -80,7 +69,7 @@ describe('plugin logs', () => {
     } finally {
       await logs.stop();
     }
-    const lines = await stored(t.configId);
+    const lines = await storedLogLines(nc, t.configId);
     expect(lines.map((l) => l.message)).toEqual([
       `${'x'.repeat(9_990)}***${'y'.repeat(7)}… (cut: 10093 characters)`,
       'config {"key":"***","other":1}',
