@@ -7,7 +7,7 @@
 // once (one crossing per field and batch, parsed with one JSON.parse), and what the plugin writes
 // is recorded as a patch. So a plugin pays for what it reads and writes, not for the event's size.
 // A record per event that did not come back unchanged is appended to the batch's result string,
-// length-prefixed (never escaped), which the host decodes (result-codec.ts).
+// length-prefixed (never escaped), which the host decodes (results.ts).
 //
 // The host gives `globalThis.__spateHost` (removed here):
 //   column(batch, key) → "<mask>\n<JSON array>"  key: "t<field>" top level, "p<name>" property,
@@ -230,7 +230,7 @@ export const PRELUDE = String.raw`
     preventExtensions: function () { return false; },
   };
 
-  // --- results, length-prefixed (result-codec.ts) -------------------------------------------------
+  // --- results, length-prefixed (results.ts) ---------------------------------------------------
   function str(s) { return s.length + ':' + s; }
   function json(v) {
     var text = JSON.stringify(v);
