@@ -6,8 +6,6 @@
 // The worker's resident memory is sampled during each run: its peak above the idle worker is
 // what a run of that size costs (the bound is stated in docs/exports.md).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
@@ -16,10 +14,6 @@ import pg from 'pg';
 import S3rver from 's3rver';
 import {
   BATCH_EXPORTS_BUCKET,
-  connectNats,
-  ensurePipelineStreams,
-  DEFAULT_STREAM_LAYOUT,
-  ensureStreams,
   generateSecretKey,
   NATS_USERS,
   parseNdjson,
@@ -32,11 +26,10 @@ import {
   type BatchExportRunLine,
   type NatsConnection,
 } from '../../lib/index.js';
-import { generateNatsServerAuth, NatsNode } from '../../deploy/local/nats-server.js';
 import { freePort } from '../../deploy/local/ports.js';
-import { PostgresServer } from '../../deploy/local/postgres.js';
 import { waitFor } from '../../deploy/local/wait.js';
 import { parseBenchArgs, usageError } from '../lib/cli.js';
+import { startPipelineServers } from '../lib/pipeline-servers.js';
 import { cpuSeconds, killOnExit, reapedChildrenCpuSeconds, rssBytes, sampleRss, threadCpuSeconds, withChildren, type BenchProcess } from '../lib/processes.js';
 import { processedWebEvent } from '../lib/processed-event.js';
 import { markdownTable, median, type Table } from '../lib/report.js';
@@ -161,26 +154,13 @@ function startWorker(build: WorkerBuild, env: NodeJS.ProcessEnv, nodeArgs: strin
 export async function runExportThroughput(o: ExportThroughputOptions): Promise<ExportThroughputResult> {
   const builds = o.builds ?? [{ label: 'this build' }];
   const rounds = o.rounds ?? 1;
-  const dir = mkdtempSync(join(tmpdir(), 'spate-bench-exports-'));
-  chmodSync(dir, 0o711);
-  const auth = generateNatsServerAuth();
-  const nats = new NatsNode({ dir: join(dir, 'nats'), port: await freePort(), monitorPort: await freePort(), serverName: 'bench-exports', auth });
-  const postgres = new PostgresServer({ dataDir: join(dir, 'pg'), port: await freePort(), durable: false });
+  const servers = await startPipelineServers('bench-exports');
+  const { dir, nats, auth, postgres, databaseUrl, nc } = servers;
   const s3 = new S3rver({ address: '127.0.0.1', port: await freePort(), silent: true, directory: join(dir, 's3'), configureBuckets: [{ name: 'bench', configs: [] }] });
   let worker: BenchProcess | undefined;
-  let nc: NatsConnection | undefined;
   try {
-    await nats.start();
-    await postgres.init();
-    await postgres.start();
-    const databaseUrl = await postgres.createDatabase('spate');
     const targetUrl = new URL(await postgres.createDatabase('export_target'));
     const s3Address = await s3.run();
-    const conn = await connectNats(nats.url, 'bench-exports', { user: NATS_USERS.operator, pass: auth.passwords.operator });
-    nc = conn;
-    const jsm = await jetstreamManager(conn);
-    await ensureStreams(jsm, { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 }, DEFAULT_STREAM_LAYOUT);
-    await ensurePipelineStreams(jsm, { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 120_000 });
     const kv = await new Kvm(nc).create(BATCH_EXPORTS_BUCKET, { history: 1 });
 
     const hourStart = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 2 * 3_600_000;
@@ -199,7 +179,7 @@ export async function runExportThroughput(o: ExportThroughputOptions): Promise<E
       LOG_LEVEL: 'warn',
     });
     const lines: Array<BatchExportRunLine & { exportId: string }> = [];
-    await jsm.consumers.add(PIPELINE_STREAMS.batchExportRuns.name, { durable_name: 'bench', ack_policy: AckPolicy.Explicit });
+    await (await jetstreamManager(nc)).consumers.add(PIPELINE_STREAMS.batchExportRuns.name, { durable_name: 'bench', ack_policy: AckPolicy.Explicit });
     const messages = await (await jetstream(nc).consumers.get(PIPELINE_STREAMS.batchExportRuns.name, 'bench')).consume();
     void (async () => {
       for await (const m of messages) {
@@ -250,7 +230,7 @@ export async function runExportThroughput(o: ExportThroughputOptions): Promise<E
       const rss = sampleRss(pid, 50);
       const cpuBefore = cpuOf(pid, postgres.pid, nats.pid);
       const backfillId = crypto.randomUUID();
-      await jetstream(conn).publish(
+      await jetstream(nc).publish(
         pipelineSubject('batchExportBackfills', 1, id),
         JSON.stringify({ id: backfillId, batch_export_id: id, team_id: 1, start_at: new Date(hourStart).toISOString(), end_at: new Date(hourStart + 3_600_000).toISOString(), interval: 'hour', interval_seconds: 3_600, total_runs: 1, created_at: new Date().toISOString() }) + '\n',
         { msgID: `backfill:${backfillId}` },
@@ -291,11 +271,8 @@ export async function runExportThroughput(o: ExportThroughputOptions): Promise<E
     }
   } finally {
     await worker?.stop().catch(() => undefined);
-    await nc?.close().catch(() => undefined);
     await s3.close().catch(() => undefined);
-    await postgres.stop().catch(() => undefined);
-    await nats.stop().catch(() => undefined);
-    rmSync(dir, { recursive: true, force: true });
+    await servers.stop();
   }
 }
 

@@ -7,18 +7,11 @@
 // holding the destination config, its PROCESSED already filled with N events of one project; the
 // destination (delivery-sink.ts, uWS), which times the deliveries; the ceiling (webhook-ceiling.ts).
 // A rate is taken at the destination, between the arrival of 10 % and of 90 % of the events.
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { headers } from '@nats-io/transport-node';
 import {
   compilePluginSource,
-  connectNats,
-  DEFAULT_STREAM_LAYOUT,
-  ensurePipelineStreams,
-  ensureStreams,
   generateSecretKey,
   NATS_USERS,
   PLUGIN_CONFIGS_BUCKET,
@@ -27,11 +20,10 @@ import {
   type NatsConnection,
   type PluginConfigsRecord,
 } from '../../lib/index.js';
-import { generateNatsServerAuth, NatsNode } from '../../deploy/local/nats-server.js';
 import { freePort } from '../../deploy/local/ports.js';
-import { PostgresServer } from '../../deploy/local/postgres.js';
 import { waitFor } from '../../deploy/local/wait.js';
 import { parseBenchArgs, usageError } from '../lib/cli.js';
+import { startPipelineServers } from '../lib/pipeline-servers.js';
 import { cpuSeconds, startNodeProcess, type BenchProcess } from '../lib/processes.js';
 import type { Table } from '../lib/report.js';
 import { DELIVERY_CASES, processedEvent, TEAM } from './delivery-cases.js';
@@ -117,22 +109,10 @@ export async function runPluginDelivery(o: {
 }): Promise<PluginDeliveryResult> {
   const settings = o.settings ?? DEFAULT_DELIVERY_SETTINGS;
   const n = o.events;
-  const dir = mkdtempSync(join(tmpdir(), 'spate-bench-delivery-'));
-  chmodSync(dir, 0o711);
-  const auth = generateNatsServerAuth();
-  const nats = new NatsNode({ dir: join(dir, 'nats'), port: await freePort(), monitorPort: await freePort(), serverName: 'bench-delivery', auth });
-  const postgres = new PostgresServer({ dataDir: join(dir, 'pg'), port: await freePort(), durable: false });
   const processes: BenchProcess[] = [];
-  let nc: NatsConnection | undefined;
+  const servers = await startPipelineServers('bench-delivery');
+  const { nats, auth, databaseUrl, nc } = servers;
   try {
-    await nats.start();
-    await postgres.init();
-    await postgres.start();
-    const databaseUrl = await postgres.createDatabase('spate');
-    nc = await connectNats(nats.url, 'bench-delivery', { user: NATS_USERS.operator, pass: auth.passwords.operator });
-    const jsm = await jetstreamManager(nc);
-    await ensureStreams(jsm, { replicas: 1, duplicateWindowMs: 120_000, maxAgeMs: 0, maxBytes: -1 }, DEFAULT_STREAM_LAYOUT);
-    await ensurePipelineStreams(jsm, { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 120_000 });
     const configs = await new Kvm(nc).create(PLUGIN_CONFIGS_BUCKET, { history: 1 });
     const sources = await new Kvm(nc).create(PLUGIN_SOURCES_BUCKET, { history: 1 });
 
@@ -238,10 +218,7 @@ export async function runPluginDelivery(o: {
     return { name: 'plugin delivery', at: new Date().toISOString(), events: n, settings, cases: results };
   } finally {
     for (const p of processes.reverse()) await p.stop().catch(() => undefined);
-    await nc?.close().catch(() => undefined);
-    await postgres.stop().catch(() => undefined);
-    await nats.stop().catch(() => undefined);
-    rmSync(dir, { recursive: true, force: true });
+    await servers.stop();
   }
 }
 
