@@ -7,6 +7,7 @@
 // is checked again.
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions, type LookupOneOptions } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /** How a role reports refusals: its own error classes, so its failure handling stays its own. */
 export interface EgressErrors {
@@ -50,30 +51,14 @@ const PRIVATE: Array<[string, number, 'ipv4' | 'ipv6']> = [
  * 64:ff9b::/96 and 64:ff9b:1::/48 (last 32 bits), 6to4 2002:aabb:ccdd::/48 (bits 16–47).
  */
 export function embeddedIPv4(address: string): string | undefined {
-  const words = ipv6Words(address);
-  if (!words) return undefined;
+  if (!ipaddr.IPv6.isValid(address)) return undefined;
+  const ip = ipaddr.IPv6.parse(address);
+  if (ip.isIPv4MappedAddress()) return ip.toIPv4Address().toString();
+  const [w0, w1, w2, , , , w6, w7] = ip.parts as [number, number, number, number, number, number, number, number];
   const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-  const zero = (from: number, to: number) => words.slice(from, to).every((w) => w === 0);
-  if (zero(0, 5) && words[5] === 0xffff) return v4(words[6]!, words[7]!);
-  if (words[0] === 0x64 && words[1] === 0xff9b && (zero(2, 6) || words[2] === 1)) return v4(words[6]!, words[7]!);
-  if (words[0] === 0x2002) return v4(words[1]!, words[2]!);
+  if (ip.range() === 'rfc6052' || (w0 === 0x64 && w1 === 0xff9b && w2 === 1)) return v4(w6, w7);
+  if (ip.range() === '6to4') return v4(w1, w2);
   return undefined;
-}
-
-/** The eight 16-bit words of an IPv6 address (with or without a dotted IPv4 tail); undefined if it is not one. */
-function ipv6Words(address: string): number[] | undefined {
-  if (isIP(address) !== 6) return undefined;
-  let text = address.replace(/%.*$/, '');
-  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  if (dotted) {
-    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
-    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = text.split('::') as [string, string | undefined];
-  const part = (s: string | undefined) => (s ? s.split(':').map((w) => parseInt(w, 16)) : []);
-  const front = part(head);
-  const back = part(tail);
-  return tail === undefined ? front : [...front, ...new Array<number>(8 - front.length - back.length).fill(0), ...back];
 }
 
 export interface EgressPolicy {
