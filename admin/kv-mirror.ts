@@ -17,7 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { JetStreamApiError } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import pg from 'pg';
-import { isWrongLastSequence, type Logger, type NatsConnection } from '../lib/index.js';
+import { exponentialBackoff, isWrongLastSequence, type Logger, type NatsConnection } from '../lib/index.js';
 import type { Pool } from './db/pool.js';
 
 const RETRY_MS = 2_000;
@@ -150,7 +150,7 @@ export class KvMirror {
     if (this.stopped || this.retry) return;
     // 2 s, 4 s, … up to a minute while the failures go on (a key that cannot be written at all
     // must not flood the log).
-    const delay = Math.min(MAX_RETRY_MS, RETRY_MS * 2 ** this.retriesInRow++);
+    const delay = exponentialBackoff(RETRY_MS, this.retriesInRow++, MAX_RETRY_MS);
     this.retry = setTimeout(() => {
       this.retry = undefined;
       void this.enqueue('reconcile', () => this.reconcileNow());

@@ -19,3 +19,4 @@ export * from './nats-settings.js';
 export * from './secrets.js';
 export * from './plugin-source.js';
 export * from './quickjs.js';
+export * from './backoff.js';

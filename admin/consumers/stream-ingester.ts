@@ -18,7 +18,7 @@ import {
   type ConsumerMessages,
   type JsMsg,
 } from '@nats-io/jetstream';
-import { Counter, type Logger, type NatsConnection, type Registry } from '../../lib/index.js';
+import { exponentialBackoff, Counter, type Logger, type NatsConnection, type Registry } from '../../lib/index.js';
 import type { Pool } from '../db/pool.js';
 
 const NANOS = 1_000_000;
@@ -180,7 +180,7 @@ export class StreamIngester<Row> {
         if (this.stopped) return; // not acknowledged: redelivered to whoever consumes next
         this.log.warn({ err, sink: this.sink.name, attempt }, 'could not store stream lines; retrying');
         for (const msg of batch) msg.working();
-        await sleep(Math.min(30_000, 250 * 2 ** Math.min(attempt, 7)), undefined, { signal: this.stopping.signal }).catch(() => undefined);
+        await sleep(exponentialBackoff(250, attempt, 30_000), undefined, { signal: this.stopping.signal }).catch(() => undefined);
       }
     }
     for (const msg of batch) msg.ack();

@@ -7,6 +7,7 @@ import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { promisify } from 'node:util';
 import { gzip as gzipCallback } from 'node:zlib';
+import { exponentialBackoff } from '../../lib/index.js';
 
 const gzip = promisify(gzipCallback);
 
@@ -100,7 +101,7 @@ export async function postBatch(url: string, body: Buffer, options: SendOptions)
 
 /** Exponential backoff with jitter: ~250 ms, 500 ms, 1 s, … capped at 30 s; never below Retry-After. */
 export function backoffMs(attempt: number, retryAfterMs: number | undefined, random = Math.random): number {
-  const base = Math.min(30_000, 250 * 2 ** Math.max(0, attempt - 1));
+  const base = exponentialBackoff(250, attempt - 1, 30_000);
   const jittered = base / 2 + random() * (base / 2);
   return Math.max(jittered, retryAfterMs ?? 0);
 }

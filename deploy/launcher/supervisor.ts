@@ -3,7 +3,7 @@
 // launcher dies (kill -9, OOM), its children end too: see exitWithLauncher.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { LIFELINE_FD_ENV } from '../../lib/index.js';
+import { exponentialBackoff, LIFELINE_FD_ENV } from '../../lib/index.js';
 import { withParentDeathSignal } from '../local/parent-death.js';
 import { lineFormatter, type LineFormatter } from './log-lines.js';
 
@@ -98,7 +98,7 @@ export class SupervisedChild {
         resolve();
         if (this.stopping) return;
         // A child that ran for a while restarts at once; one that keeps dying backs off to 10 s.
-        const delay = Date.now() - this.startedAt > 30_000 ? 0 : Math.min(10_000, 250 * 2 ** Math.min(this.restarts, 6));
+        const delay = Date.now() - this.startedAt > 30_000 ? 0 : exponentialBackoff(250, this.restarts, 10_000);
         this.restarts++;
         this.log.warn(`${name} exited (${signal ?? `code ${code}`}); restarting in ${delay} ms (restart #${this.restarts})`);
         this.restartTimer = setTimeout(() => this.start(), delay);

@@ -17,7 +17,7 @@
 import { randomBytes } from 'node:crypto';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
-import { HEADER_EVENT_COUNT, type Logger } from '../../lib/index.js';
+import { exponentialBackoff, HEADER_EVENT_COUNT, type Logger } from '../../lib/index.js';
 import { CaptureError } from '../errors.js';
 import { fitsInMessage } from '../message-size.js';
 import type { IngestMetrics } from '../metrics.js';
@@ -45,7 +45,7 @@ export interface PublisherOptions {
  * responders"; the default 6 attempts wait ≈1.5 s in all, so an election costs latency, not a 503.
  */
 export function retryDelayMs(attempt: number): number {
-  return Math.min(50 * 2 ** (attempt - 1), 1_000);
+  return exponentialBackoff(50, attempt - 1, 1_000);
 }
 
 /** One request waiting for the messages that carry its events. */

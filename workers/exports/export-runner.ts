@@ -21,6 +21,7 @@ import { eventFilter, exportRecordOf, pythonIso, type ExportRecord } from './rec
 import { RunReporter, runIdOf, type LogLevel } from './reports.js';
 import { RunStore, type ScheduleState, type StoredRun } from './run-store.js';
 import { alignedStart, dueAt, intervalMs, withinBounds } from './schedule.js';
+import { exponentialBackoff } from '../../lib/index.js';
 
 export interface ExportSettings {
   graceMs: number;
@@ -295,7 +296,7 @@ class ExportLoop {
       const failure = asExportError(err);
       const message = failure.message.replace(/\u0000/g, '');
       if (failure.retryable && attempt < settings.retryAttempts) {
-        const backoff = Math.min(settings.retryMaxBackoffMs, settings.retryBackoffMs * 2 ** (attempt - 1));
+        const backoff = exponentialBackoff(settings.retryBackoffMs, attempt - 1, settings.retryMaxBackoffMs);
         await this.store.finish(run.id, { status: 'FailedRetryable', error: message, nextAttemptAt: this.deps.clock.now() + backoff });
         await this.report(run, 'FailedRetryable', { error: message });
         await this.log('WARNING', `Attempt ${attempt} failed (${failure.code}): ${message}; trying again in ${Math.round(backoff / 1000)} s`, run);

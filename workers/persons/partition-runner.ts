@@ -3,7 +3,7 @@
 // (batch-planner.ts, batch-transaction.ts) until stopped or the lease is lost. Any failure
 // starts the partition again from the committed position.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { shardFilter, streamOfShard, type Logger, type StreamKind } from '../../lib/index.js';
+import { exponentialBackoff, shardFilter, streamOfShard, type Logger, type StreamKind } from '../../lib/index.js';
 import {
   errorText,
   isConflictDbError,
@@ -112,7 +112,7 @@ export class PartitionRunner implements PartitionState {
         failures++;
         this.ctx.metrics.batchRetries.inc({ reason: isTransientDbError(err) ? 'unavailable' : 'error' });
         this.log.warn({ err: errorText(err), failures }, 'partition failed: restarting it from the committed position');
-        await this.pause(Math.min(5_000, 100 * 2 ** Math.min(failures, 6)));
+        await this.pause(exponentialBackoff(100, failures, 5_000));
       } finally {
         await feed?.close();
         this.feed = undefined;
@@ -186,7 +186,7 @@ export class PartitionRunner implements PartitionState {
         this.ctx.metrics.batchRetries.inc({ reason });
         const level = conflict && attempt < 3 ? 'debug' : 'warn';
         this.log[level]({ err: errorText(err), attempt, reason, first: batch?.messages[0]?.seq, last: batch?.end }, 'batch failed: retrying');
-        await this.pause(conflict ? (attempt < 3 ? 0 : Math.min(1_000, 20 * 2 ** attempt)) : Math.min(5_000, 100 * 2 ** Math.min(attempt, 6)));
+        await this.pause(conflict ? (attempt < 3 ? 0 : exponentialBackoff(20, attempt, 1_000)) : exponentialBackoff(100, attempt, 5_000));
       }
     }
   }

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import {
+  exponentialBackoff,
   decryptConfigSecrets,
   isEncryptedSecret,
   secretContext,
@@ -258,7 +259,7 @@ export class PluginInstance {
         this.endAttempt();
       }
       if (this.stateValue !== 'retrying') return;
-      const wait = backoffMs * 2 ** (attempt - 1);
+      const wait = exponentialBackoff(backoffMs, attempt - 1, Infinity);
       // Waiters of that attempt went on (their events without the plugin); the next one is ours.
       await sleep(wait, undefined, { signal: this.stopping.signal }).catch(() => undefined);
       if (this.stateValue === 'retrying') this.stateValue = 'starting';
@@ -296,7 +297,7 @@ export class PluginInstance {
           this.log('SYSTEM', 'ERROR', `setupPlugin failed (instance ID ${this.id}): ${message}. Disabling the plugin after ${attempt} attempts.`, reason);
           return;
         }
-        const wait = backoffMs * 2 ** (attempt - 1);
+        const wait = exponentialBackoff(backoffMs, attempt - 1, Infinity);
         this.log('SYSTEM', 'ERROR', `setupPlugin failed (instance ID ${this.id}): ${message}. Retrying in ${wait / 1000} s.`);
         this.stateValue = 'retrying';
       }

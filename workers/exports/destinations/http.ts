@@ -12,6 +12,7 @@ import type { EgressPolicy } from '../egress.js';
 import { ExportError } from '../errors.js';
 import { pythonIsoUs, type ExportRecord } from '../records.js';
 import type { Delivered, Destination, DestinationWriter } from './destination.js';
+import { exponentialBackoff } from '../../../lib/index.js';
 
 export const BATCH_RECORDS = 5_000;
 export const BATCH_BYTES = 50 * 1024 * 1024;
@@ -96,7 +97,7 @@ export class HttpDestination implements Destination {
         failure = err instanceof ExportError ? err : new ExportError('unavailable', String(err), { cause: err });
       }
       if (!failure.retryable || attempt >= RETRIES) throw failure;
-      await sleep(this.retryBaseMs * 2 ** attempt, undefined, { signal });
+      await sleep(exponentialBackoff(this.retryBaseMs, attempt, Infinity), undefined, { signal });
     }
   }
 

@@ -7,7 +7,7 @@
 // any error, and when the consumer has been quiet while the stream holds more for it.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AckPolicy, DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
-import { STREAMS, type Logger } from '../../../lib/index.js';
+import { exponentialBackoff, STREAMS, type Logger } from '../../../lib/index.js';
 import { errorText } from '../../coordination/index.js';
 
 export interface FeedMessage {
@@ -54,7 +54,7 @@ export class ProcessedFeed {
       } catch (err) {
         if (signal.aborted) break;
         failures++;
-        const wait = Math.min(10_000, 250 * 2 ** Math.min(failures, 6));
+        const wait = exponentialBackoff(250, failures, 10_000);
         this.logger.debug({ teamId: this.teamId, err: errorText(err) }, `PROCESSED feed: opening it again in ${wait} ms`);
         await sleep(wait, undefined, { signal }).catch(() => undefined);
       } finally {

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { PluginInstance } from '../instance.js';
 import type { SandboxEvent } from '../sandbox/index.js';
 import type { HeldMetrics } from '../held-metrics.js';
+import { exponentialBackoff } from '../../../lib/index.js';
 
 export type FailureReason = 'error' | 'timeout' | 'status' | 'network' | 'refused' | 'invalid';
 
@@ -34,7 +35,7 @@ export function describeEvent(event: SandboxEvent): string {
 }
 
 export function backoffMs(settings: RetrySettings, attempt: number): number {
-  return Math.min(MAX_BACKOFF_MS, settings.backoffMs * 2 ** (attempt - 1));
+  return exponentialBackoff(settings.backoffMs, attempt - 1, MAX_BACKOFF_MS);
 }
 
 /**
