@@ -220,12 +220,16 @@ export class MessageFeed {
     }
   }
 
-  /** Whether the consumer is placed on the stream's leader (a stream without a cluster has only one copy). */
+  /**
+   * Whether the consumer is placed on the stream's leader. A stream without replicas has one copy,
+   * read by every consumer (nats-server 2.10 names a standalone server as its leader but gives its
+   * consumers no cluster at all).
+   */
   private async onStreamLeader(consumer: string): Promise<boolean> {
     this.jsm ??= await this.js.jetstreamManager(false);
     const [stream, placed] = await Promise.all([this.jsm.streams.info(this.options.stream), this.jsm.consumers.info(this.options.stream, consumer)]);
-    const leader = stream.cluster?.leader;
-    return leader === undefined || placed.cluster?.leader === leader;
+    if (!stream.cluster?.replicas?.length) return true;
+    return placed.cluster?.leader === stream.cluster.leader;
   }
 
   private wake(): void {
