@@ -241,14 +241,20 @@ export class NatsNode {
   }
 }
 
-/** Resolves once the JetStream meta group of a cluster has a leader, so streams can be created. */
+/**
+ * Resolves once the JetStream meta group of a cluster has a leader and every node in it is current,
+ * so streams of any replica count can be created (nats-server 2.10 answers "no suitable peers for
+ * placement" to an R3 stream while a peer is still catching up with the meta leader).
+ */
 export async function waitForJetStreamLeader(monitorUrls: readonly string[]): Promise<void> {
-  await waitFor('JetStream meta leader', async () => {
+  await waitFor('JetStream meta leader with every node current', async () => {
     for (const url of monitorUrls) {
       const res = await fetch(`${url}/jsz`).catch(() => undefined);
       if (!res?.ok) continue;
-      const body = (await res.json()) as { meta_cluster?: { leader?: string } };
-      if (body.meta_cluster?.leader) return true;
+      const meta = ((await res.json()) as { meta_cluster?: { leader?: string; replicas?: { current?: boolean }[] } }).meta_cluster;
+      // Only the leader's answer lists the other nodes and how current they are.
+      if (!meta?.leader || meta.replicas === undefined) continue;
+      if (meta.replicas.filter((r) => r.current).length >= monitorUrls.length - 1) return true;
     }
     return false;
   }, 30_000);
