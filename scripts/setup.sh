@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # npm run setup — idempotent set-up on a fresh Debian/Ubuntu machine with Node >= 20:
-# installs nats-server (JetStream), the PostgreSQL server binaries, Chromium, curl, haproxy,
+# installs nats-server >= 2.15.1 (JetStream), the PostgreSQL server binaries, Chromium, curl, haproxy,
 # promtool, iproute2 and iptables when missing (through apt as root; otherwise prints the exact command), then `npm ci` and the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,10 +23,34 @@ if (( node_major < 20 )); then
   exit 1
 fi
 
-missing=()
-if ! command -v nats-server >/dev/null 2>&1 && [[ -z "${NATS_SERVER_BIN:-}" ]]; then
-  missing+=(nats-server)
+# nats-server: Debian bookworm's 2.9.10 loses acknowledged messages after a partition (a stream's
+# replica comes back desynchronised), and trixie's 2.10.27 keeps a node's /healthz failing for good
+# after one (ephemeral consumers assigned to it while it was cut off, never created; docs/multihost.md,
+# "What the rig found"). Spate needs 2.15.1, Debian testing's (a static Go binary that runs on
+# bookworm): setup fetches its package from Debian's archive, checks it against the SHA-256 pinned
+# here and installs the binary.
+NATS_SERVER_MIN=2.15.1
+NATS_SERVER_DEB=pool/main/n/nats-server/nats-server_2.15.1-1_amd64.deb
+NATS_SERVER_DEB_SHA256=31ef4ceaa84e8248d449e508472e3770c17c3695cb5cb0ee96e03912724ea884
+nats_version() {
+  "$1" --version 2>/dev/null | sed -n 's/.*v\([0-9][0-9.]*\).*/\1/p'
+}
+nats_too_old() {
+  local found
+  found=$(nats_version "$1")
+  [[ -z $found ]] || [[ $(printf '%s\n%s\n' "$NATS_SERVER_MIN" "$found" | sort -V | head -n1) != "$NATS_SERVER_MIN" ]]
+}
+nats_needed=false
+if [[ -n "${NATS_SERVER_BIN:-}" ]]; then
+  if nats_too_old "$NATS_SERVER_BIN"; then
+    echo "setup: NATS_SERVER_BIN=$NATS_SERVER_BIN is $(nats_version "$NATS_SERVER_BIN" || true); Spate needs nats-server >= $NATS_SERVER_MIN" >&2
+    exit 1
+  fi
+elif ! command -v nats-server >/dev/null 2>&1 || nats_too_old nats-server; then
+  nats_needed=true
 fi
+
+missing=()
 if [[ -z "${PG_BIN_DIR:-}" ]] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   missing+=(postgresql)
 fi
@@ -98,23 +122,58 @@ install_tools_without_services() {
   trap - EXIT
 }
 
+# Only the binary of the package goes in, as /usr/local/bin/nats-server (ahead of /usr/sbin on
+# PATH): the package itself does not install on bookworm (its postinst needs a newer
+# systemd-sysusers, "Unknown modifier 'u!'"), and no service of it is wanted.
+install_nats_server() {
+  local dir
+  dir=$(mktemp -d)
+  curl -fsS --retry 3 -o "$dir/nats-server.deb" "http://deb.debian.org/debian/$NATS_SERVER_DEB"
+  echo "$NATS_SERVER_DEB_SHA256  $dir/nats-server.deb" | sha256sum --check --quiet
+  dpkg-deb --fsys-tarfile "$dir/nats-server.deb" | tar -x -C "$dir" ./usr/sbin/nats-server
+  install -m 755 "$dir/usr/sbin/nats-server" /usr/local/bin/nats-server
+  rm -rf "$dir"
+  hash -r # forget where nats-server was found before
+  if nats_too_old nats-server; then
+    echo "setup: installed /usr/local/bin/nats-server $NATS_SERVER_MIN, but $(command -v nats-server) comes first on PATH;" >&2
+    echo "  remove it, or set NATS_SERVER_BIN=/usr/local/bin/nats-server" >&2
+    exit 1
+  fi
+}
+
+if [[ $nats_needed == true ]] && ! command -v curl >/dev/null 2>&1 && [[ ! " ${missing[*]} " == *" curl "* ]]; then
+  missing+=(curl)
+fi
 packages=("${missing[@]}" "${tools[@]}")
-if (( ${#packages[@]} )); then
+if (( ${#packages[@]} )) || [[ $nats_needed == true ]]; then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing ${packages[*]} with apt-get"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
+    if (( ${#packages[@]} )); then
+      echo "setup: installing ${packages[*]} with apt-get"
+      apt-get update -qq
+    fi
     if (( ${#missing[@]} )); then
       apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
     if (( ${#tools[@]} )); then
       install_tools_without_services
     fi
+    if [[ $nats_needed == true ]]; then
+      echo "setup: installing nats-server $NATS_SERVER_MIN from Debian testing ($NATS_SERVER_DEB)"
+      install_nats_server
+    fi
   else
-    echo "setup: missing ${packages[*]}. Install them with:" >&2
-    echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${packages[*]}" >&2
+    echo "setup: missing ${packages[*]}${packages[*]:+ }$([[ $nats_needed == true ]] && echo "nats-server >= $NATS_SERVER_MIN"). Install them with:" >&2
+    if (( ${#packages[@]} )); then
+      echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${packages[*]}" >&2
+    fi
     if (( ${#tools[@]} )); then
       echo "  sudo systemctl disable --now ${tools[*]}   # only the binaries are needed, not the services" >&2
+    fi
+    if [[ $nats_needed == true ]]; then
+      echo "  curl -fO http://deb.debian.org/debian/$NATS_SERVER_DEB && dpkg-deb -x $(basename "$NATS_SERVER_DEB") nats-server-deb" >&2
+      echo "  sudo install -m 755 nats-server-deb/usr/sbin/nats-server /usr/local/bin/nats-server" >&2
+      echo "  (or set NATS_SERVER_BIN to a nats-server >= $NATS_SERVER_MIN)" >&2
     fi
     exit 1
   fi

@@ -145,7 +145,7 @@ export const REPLICA_SETTINGS: Partial<Record<DeployableName, string>> = {
   workers: 'NATS_REPLICAS',
 };
 
-/** The nats-server version the test kit runs (`nats-server --version`: "nats-server: v2.9.10"). */
+/** The nats-server version the test kit runs (`nats-server --version`: "nats-server: v2.15.1"). */
 export function localNatsVersion(): string {
   const version = execFileSync(process.env.NATS_SERVER_BIN ?? 'nats-server', ['--version'], { encoding: 'utf8' });
   const m = /v(\d+\.\d+\.\d+)/.exec(version);

@@ -1,4 +1,4 @@
-// The NATS configuration files of deploy/nats against the real nats-server (2.9.10 here): they
+// The NATS configuration files of deploy/nats against the real nats-server (2.15.1 here): they
 // parse, and the settings they share reach every way Spate runs NATS — the launcher and test kit
 // (natsConfigText), compose (compose-node.conf) and the nats Helm chart (nats-values.yaml).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
