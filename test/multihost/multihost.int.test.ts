@@ -6,11 +6,11 @@
 // (STREAM_PARTITIONS), sharing the machine's cores and with a CPU budget per NATS host. Then Spate
 // (capture streams in three partitions), under a steady load with SDK-style retries, while one
 // fault at a time strikes and heals:
-//   1. a NATS node partitioned (iptables DROP on its host; it leads no stream), healed;
+//   1. a NATS node partitioned while it leads a capture stream (iptables DROP on its host), healed;
 //   2. one NATS node's links at 200 ± 50 ms and 5% loss (relay.ts, iptables statistic);
 //   3. the workers partitioned from PostgreSQL;
 //   4. the db host lost (link down, every process killed -9) and booted again;
-//   5. a NATS node's disk full (its store's tmpfs filled; it leads no stream), then freed.
+//   5. a NATS node's disk full while it leads PROCESSED (its store's tmpfs filled), then freed.
 // After each: every acknowledged event in PROCESSED exactly once, every process healthy again with
 // no hand but the supervisors' and the NATS liveness probe's. Also the per-event costs under steady
 // load beside the capacity model's. Prints the tables docs/multihost.md shows.
@@ -26,7 +26,7 @@ import { markdownTable, seconds, survive, waitUntilNoneFail, type Outcome, type 
 import { cpuLimitSupport } from './cpu-limit.js';
 import { cpuMeter } from './cpu.js';
 import { NS_PREFIX } from './netns.js';
-import { explainMissing, leadNothing, pgWrites, restartsSince, streamBytes, traceNats } from './observe.js';
+import { explainMissing, leadOneOf, pgWrites, restartsSince, streamBytes, traceNats } from './observe.js';
 import { Rig } from './rig.js';
 import { ADDRESS, NATS_HOSTS, PORT, SPATE_LAYOUT, type NatsHost } from './topology.js';
 import type { WriteRateRound } from './write-rate.js';
@@ -241,12 +241,13 @@ describe('multi-host rig', () => {
     }
     const scenarios: Scenario[] = [
       {
-        // A follower: nats-server 2.9.10 desynchronises a stream whose leader is cut off while it
-        // takes writes (docs/multihost.md, "What the rig found"), which no client can make up for.
-        name: 'nats1 partitioned (iptables DROP; it leads no stream), healed',
+        // A leader: clients keep publishing to the capture stream it leads when it is cut off.
+        // (nats-server 2.9.10 lost acknowledged messages here, docs/multihost.md.)
+        name: 'nats1 partitioned while it leads a capture stream (iptables DROP), healed',
         label: 'part',
         fault: async () => {
-          await leadNothing(nc, jsm, 'nats1');
+          const led = await leadOneOf(nc, jsm, 'nats1', (stream) => streamNamesOf('events', SPATE_LAYOUT).includes(stream));
+          report.push(`nats1 led ${led.join(', ')} when it was partitioned`, '');
           await rig.net.isolate('nats1');
           await sleep(HOLD_MS);
           await rig.net.heal('nats1');
@@ -283,12 +284,12 @@ describe('multi-host rig', () => {
         },
       },
       {
-        // A follower too: PROCESSED lost acknowledged messages once when its leader's disk filled
-        // (nats-server 2.9.10; docs/multihost.md, "What the rig found").
-        name: "nats3's disk full (its tmpfs store filled; it leads no stream), freed",
+        // The leader of PROCESSED (nats-server 2.9.10 lost acknowledged messages here once).
+        name: "nats3's disk full while it leads PROCESSED (its tmpfs store filled), freed",
         label: 'disk',
         fault: async () => {
-          await leadNothing(nc, jsm, 'nats3');
+          const led = await leadOneOf(nc, jsm, 'nats3', (stream) => stream === STREAMS.processed);
+          report.push(`nats3 led ${led.join(', ')} when its disk filled`, '');
           rig.fillNats3Disk();
           await sleep(HOLD_MS);
           rig.freeNats3Disk();

@@ -85,21 +85,25 @@ export async function explainMissing(rig: Rig, jsm: JetStreamManager, processed:
 }
 
 /**
- * Moves the leadership of every stream and KV bucket off `host` (step-downs elect another replica
- * at random), so that it holds replicas only. Returns how many step-downs it took.
+ * Makes `host` lead at least one stream `wanted` picks (a step-down elects another replica at
+ * random, so streams led elsewhere are stepped down until one lands on it). Returns every stream
+ * and bucket it leads then.
  */
-export async function leadNothing(nc: NatsConnection, jsm: JetStreamManager, host: NatsHost): Promise<number> {
+export async function leadOneOf(nc: NatsConnection, jsm: JetStreamManager, host: NatsHost, wanted: (stream: string) => boolean): Promise<string[]> {
   const server = `spate-${host}`;
-  let stepDowns = 0;
   for (let round = 0; round < 30; round++) {
     const led: string[] = [];
-    for await (const info of jsm.streams.list()) if (info.cluster?.leader === server) led.push(info.config.name);
-    if (led.length === 0) return stepDowns;
-    await Promise.all(led.map((name) => nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${name}`, '', { timeout: 5_000 }).catch(() => undefined)));
-    stepDowns += led.length;
+    const elsewhere: string[] = [];
+    for await (const info of jsm.streams.list()) {
+      if (info.cluster?.leader === server) led.push(info.config.name);
+      else if (wanted(info.config.name)) elsewhere.push(info.config.name);
+    }
+    if (led.some(wanted)) return led.sort();
+    const name = elsewhere[round % elsewhere.length];
+    if (name) await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${name}`, '', { timeout: 5_000 }).catch(() => undefined);
     await sleep(1_000);
   }
-  throw new Error(`${host} still leads streams after 30 rounds of step-downs`);
+  throw new Error(`${host} leads none of the streams wanted after 30 step-downs`);
 }
 
 export const MONITOR_PATHS = ['/healthz', '/healthz?js-enabled-only=true', '/healthz?js-server-only=true', '/jsz'] as const;

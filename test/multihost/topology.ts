@@ -56,11 +56,10 @@ export const natsUrl = NATS_HOSTS.map((h) => `nats://${ADDRESS[h]}:${PORT.nats}`
 
 /**
  * The liveness probe of a NATS node: deploy/k8s/nats-values.yaml sets the same path and number of
- * failures on Kubernetes (with a 10 s period there). /jsz, because it tells a hung JetStream from a
- * partition (docs/multihost.md): with its store's disk full, nats-server 2.9.10 stops answering
- * /jsz within seconds while /healthz?js-enabled-only=true went on answering 200 for minutes in one
- * run of three; partitioned, a node keeps answering /jsz but answers 503 to /healthz and
- * /healthz?js-server-only=true (no meta leader in reach), which would restart nodes that only need
- * the network back.
+ * failures on Kubernetes (with a 10 s period there). /healthz?js-enabled-only=true, the nats chart's
+ * own: with its store's disk full, nats-server 2.15.1 disables JetStream on the node for good (it
+ * answers 503 there within seconds; /jsz goes on answering 200, and freeing the disk changes
+ * nothing) until it is restarted; partitioned, a node answers it 200 but answers 503 to /healthz,
+ * which would restart nodes that only need the network back (docs/multihost.md).
  */
-export const LIVENESS = { path: '/jsz', periodMs: 5_000, failures: 3 } as const;
+export const LIVENESS = { path: '/healthz?js-enabled-only=true', periodMs: 5_000, failures: 3 } as const;
