@@ -1,8 +1,8 @@
-// Spreads the leaders of the partitioned streams over the NATS nodes. JetStream (2.9) picks each
+// Spreads the leaders of the partitioned streams over the NATS nodes. JetStream picks each
 // stream's leader at random among its peers and never moves it back: three partitions of EVENTS
 // often start with two leaders on one node (and after a node restarts, it leads nothing), which
-// halves what partitioning is for. 2.9's only lever is $JS.API.STREAM.LEADER.STEPDOWN.<stream>
-// (it takes no preferred peer: the new leader is another current peer, at random), so a stream on
+// halves what partitioning is for. The lever is $JS.API.STREAM.LEADER.STEPDOWN.<stream> without a
+// preferred peer (built on 2.9, which took none; the new leader is another current peer, at random), so a stream on
 // a node that leads more than its share is stepped down, and the leaders read again, until each
 // kind's partitions are spread (each node leads ⌊K/N⌋ or ⌈K/N⌉ of them) or a few rounds passed.
 // A step-down pauses that stream's writes for ~0.3 s (publishers retry), so it happens only

@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 
 usage="usage: npm run setup
 
-Installs the system packages Spate's tests and npm start need when they are missing (nats-server,
-the PostgreSQL server binaries, Chromium and the tools the tests run; with apt-get as root,
-otherwise it prints the apt-get command to run), then npm ci and the build. Safe to run again.
+Installs the system packages Spate's tests and npm start need when they are missing (the
+PostgreSQL server binaries, Chromium and the tools the tests run, with apt-get as root; and
+nats-server >= 2.15.1, Debian testing's binary into /usr/local/bin when the one found is older),
+otherwise it prints the commands to run; then npm ci and the build. Safe to run again.
 NATS_SERVER_BIN, PG_BIN_DIR and CHROMIUM_BIN point it at binaries installed elsewhere."
 case "${1:-}" in
   '') ;;
@@ -32,6 +33,8 @@ fi
 NATS_SERVER_MIN=2.15.1
 NATS_SERVER_DEB=pool/main/n/nats-server/nats-server_2.15.1-1_amd64.deb
 NATS_SERVER_DEB_SHA256=31ef4ceaa84e8248d449e508472e3770c17c3695cb5cb0ee96e03912724ea884
+# The pool keeps a file only while a suite lists it: snapshot.debian.org keeps it for good, by SHA-1.
+NATS_SERVER_DEB_SNAPSHOT=http://snapshot.debian.org/file/b17ee438c3d363b8b4d3ffcfe0ea5d1299597b2a
 nats_version() {
   "$1" --version 2>/dev/null | sed -n 's/.*v\([0-9][0-9.]*\).*/\1/p'
 }
@@ -43,7 +46,8 @@ nats_too_old() {
 nats_needed=false
 if [[ -n "${NATS_SERVER_BIN:-}" ]]; then
   if nats_too_old "$NATS_SERVER_BIN"; then
-    echo "setup: NATS_SERVER_BIN=$NATS_SERVER_BIN is $(nats_version "$NATS_SERVER_BIN" || true); Spate needs nats-server >= $NATS_SERVER_MIN" >&2
+    found=$(nats_version "$NATS_SERVER_BIN" || true)
+    echo "setup: NATS_SERVER_BIN=$NATS_SERVER_BIN is ${found:-not a runnable nats-server}; Spate needs nats-server >= $NATS_SERVER_MIN" >&2
     exit 1
   fi
 elif ! command -v nats-server >/dev/null 2>&1 || nats_too_old nats-server; then
@@ -126,14 +130,30 @@ install_tools_without_services() {
 # PATH): the package itself does not install on bookworm (its postinst needs a newer
 # systemd-sysusers, "Unknown modifier 'u!'"), and no service of it is wanted.
 install_nats_server() {
-  local dir
+  local dir arch
+  arch=$(dpkg --print-architecture)
+  if [[ $arch != amd64 ]]; then
+    echo "setup: the pinned nats-server package is for amd64, this machine is $arch: install nats-server >= $NATS_SERVER_MIN and set NATS_SERVER_BIN" >&2
+    exit 1
+  fi
   dir=$(mktemp -d)
-  curl -fsS --retry 3 -o "$dir/nats-server.deb" "http://deb.debian.org/debian/$NATS_SERVER_DEB"
+  # shellcheck disable=SC2064 # expand now: the path is fixed
+  trap "rm -rf '$dir'" EXIT
+  curl -fsS --retry 3 --connect-timeout 20 --max-time 300 -o "$dir/nats-server.deb" "http://deb.debian.org/debian/$NATS_SERVER_DEB" ||
+    curl -fsS --retry 3 --connect-timeout 20 --max-time 300 -o "$dir/nats-server.deb" "$NATS_SERVER_DEB_SNAPSHOT" || {
+    echo "setup: could not fetch $NATS_SERVER_DEB from deb.debian.org nor snapshot.debian.org; install nats-server >= $NATS_SERVER_MIN and set NATS_SERVER_BIN" >&2
+    exit 1
+  }
   echo "$NATS_SERVER_DEB_SHA256  $dir/nats-server.deb" | sha256sum --check --quiet
   dpkg-deb --fsys-tarfile "$dir/nats-server.deb" | tar -x -C "$dir" ./usr/sbin/nats-server
   install -m 755 "$dir/usr/sbin/nats-server" /usr/local/bin/nats-server
   rm -rf "$dir"
+  trap - EXIT
   hash -r # forget where nats-server was found before
+  if ! command -v nats-server >/dev/null 2>&1; then
+    echo "setup: installed /usr/local/bin/nats-server $NATS_SERVER_MIN, which is not on PATH: add /usr/local/bin, or set NATS_SERVER_BIN=/usr/local/bin/nats-server" >&2
+    exit 1
+  fi
   if nats_too_old nats-server; then
     echo "setup: installed /usr/local/bin/nats-server $NATS_SERVER_MIN, but $(command -v nats-server) comes first on PATH;" >&2
     echo "  remove it, or set NATS_SERVER_BIN=/usr/local/bin/nats-server" >&2
@@ -141,9 +161,6 @@ install_nats_server() {
   fi
 }
 
-if [[ $nats_needed == true ]] && ! command -v curl >/dev/null 2>&1 && [[ ! " ${missing[*]} " == *" curl "* ]]; then
-  missing+=(curl)
-fi
 packages=("${missing[@]}" "${tools[@]}")
 if (( ${#packages[@]} )) || [[ $nats_needed == true ]]; then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
@@ -163,7 +180,9 @@ if (( ${#packages[@]} )) || [[ $nats_needed == true ]]; then
       install_nats_server
     fi
   else
-    echo "setup: missing ${packages[*]}${packages[*]:+ }$([[ $nats_needed == true ]] && echo "nats-server >= $NATS_SERVER_MIN"). Install them with:" >&2
+    names=("${packages[@]}")
+    if [[ $nats_needed == true ]]; then names+=("nats-server >= $NATS_SERVER_MIN"); fi
+    echo "setup: missing ${names[*]}. Install them with:" >&2
     if (( ${#packages[@]} )); then
       echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${packages[*]}" >&2
     fi
@@ -171,8 +190,9 @@ if (( ${#packages[@]} )) || [[ $nats_needed == true ]]; then
       echo "  sudo systemctl disable --now ${tools[*]}   # only the binaries are needed, not the services" >&2
     fi
     if [[ $nats_needed == true ]]; then
-      echo "  curl -fO http://deb.debian.org/debian/$NATS_SERVER_DEB && dpkg-deb -x $(basename "$NATS_SERVER_DEB") nats-server-deb" >&2
-      echo "  sudo install -m 755 nats-server-deb/usr/sbin/nats-server /usr/local/bin/nats-server" >&2
+      echo "  cd \"\$(mktemp -d)\" && curl -fO http://deb.debian.org/debian/$NATS_SERVER_DEB" >&2
+      echo "  echo '$NATS_SERVER_DEB_SHA256  $(basename "$NATS_SERVER_DEB")' | sha256sum --check && dpkg-deb -x $(basename "$NATS_SERVER_DEB") ." >&2
+      echo "  sudo install -m 755 usr/sbin/nats-server /usr/local/bin/nats-server" >&2
       echo "  (or set NATS_SERVER_BIN to a nats-server >= $NATS_SERVER_MIN)" >&2
     fi
     exit 1

@@ -252,9 +252,10 @@ export async function waitForJetStreamLeader(monitorUrls: readonly string[]): Pr
       const res = await fetch(`${url}/jsz`).catch(() => undefined);
       if (!res?.ok) continue;
       const meta = ((await res.json()) as { meta_cluster?: { leader?: string; replicas?: { current?: boolean }[] } }).meta_cluster;
+      if (!meta?.leader) continue;
+      if (monitorUrls.length <= 1) return true;
       // Only the leader's answer lists the other nodes and how current they are.
-      if (!meta?.leader || meta.replicas === undefined) continue;
-      if (meta.replicas.filter((r) => r.current).length >= monitorUrls.length - 1) return true;
+      if ((meta.replicas ?? []).filter((r) => r.current).length >= monitorUrls.length - 1) return true;
     }
     return false;
   }, 30_000);

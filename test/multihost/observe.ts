@@ -99,8 +99,9 @@ export async function leadOneOf(nc: NatsConnection, jsm: JetStreamManager, host:
       else if (wanted(info.config.name)) elsewhere.push(info.config.name);
     }
     if (led.some(wanted)) return led.sort();
-    const name = elsewhere[round % elsewhere.length];
-    if (name) await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${name}`, '', { timeout: 5_000 }).catch(() => undefined);
+    if (elsewhere.length === 0) throw new Error(`no stream wanted for ${host} to lead`);
+    const name = elsewhere[round % elsewhere.length]!;
+    await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${name}`, '', { timeout: 5_000 }).catch(() => undefined);
     await sleep(1_000);
   }
   throw new Error(`${host} leads none of the streams wanted after 30 step-downs`);

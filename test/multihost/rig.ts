@@ -141,7 +141,7 @@ export class Rig {
       mkdirSync(store, { recursive: true });
       const config = join(this.dir, `${host}.conf`);
       writeFileSync(config, natsNodeConfig(host, store, this.secrets.nats), { mode: 0o600 });
-      this.supervise(host, host, 'nats', 'nats-server', ['-c', config], { PATH: process.env.PATH, ...natsServerEnv(this.secrets.nats) }, 'SIGTERM');
+      this.supervise(host, host, 'nats', process.env.NATS_SERVER_BIN ?? 'nats-server', ['-c', config], { PATH: process.env.PATH, ...natsServerEnv(this.secrets.nats) }, 'SIGTERM');
     }
     const monitors = await Promise.all(NATS_HOSTS.map((h) => this.gateway.url('http', ADDRESS[h], PORT.natsMonitor)));
     for (const [i, m] of monitors.entries()) await waitFor(`${NATS_HOSTS[i]} /healthz`, () => ok(`${m}/healthz`), 60_000, 250);
