@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ensurePipelineStreams, pipelineSubject, type NatsConnection } from '../lib/index.js';
 import { newPlugin } from '../test/admin/endpoints.js';
 import { startAdminFixture } from '../test/admin/harness.js';
-import { freshDatabase, startNats, type NatsHandle } from '../test/kit/index.js';
+import { freshDatabase, startNats, TEST_PIPELINE_LIMITS, type NatsHandle } from '../test/kit/index.js';
 import { migrate } from './db/migrate.js';
 import { createPool, type Pool } from './db/pool.js';
 import { Outbox } from './outbox.js';
@@ -30,7 +30,7 @@ beforeAll(async () => {
   pool = createPool(databaseUrl, 4);
   nc = await nats.connect('outbox-test');
   watcher = await nats.connect('outbox-test-watcher');
-  await ensurePipelineStreams(await jetstreamManager(nc), { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 2 * 60_000 });
+  await ensurePipelineStreams(await jetstreamManager(nc), TEST_PIPELINE_LIMITS);
   // Only the request subjects: a subscriber on the "nowhere" subject below would answer as a responder.
   watcher.subscribe(`${pipelineSubject('pluginJobs', 1, 1).split('.')[0]}.>`, {
     callback: (_err, msg) => {

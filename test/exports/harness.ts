@@ -20,10 +20,9 @@ import {
   type NatsConnection,
 } from '../../lib/index.js';
 import { startWorker, type Worker, type WorkerDeps } from '../../workers/index.js';
-import { freshDatabase, startNats, startS3, waitFor, type NatsHandle, type S3Handle } from '../kit/index.js';
+import { freshDatabase, startNats, startS3, TEST_PIPELINE_LIMITS, waitFor, type NatsHandle, type S3Handle } from '../kit/index.js';
 import { connectAndCreateStreams, testDeps, workerConfig } from '../workers/harness.js';
 
-export const PIPELINE_LIMITS = { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 120_000 };
 
 export interface ExportRig extends AsyncDisposable {
   nats: NatsHandle;
@@ -49,7 +48,7 @@ export async function startExportRig(
 ): Promise<ExportRig> {
   const nats = await startNats();
   const { nc, js } = await connectAndCreateStreams(nats.url);
-  await ensurePipelineStreams(await jetstreamManager(nc), PIPELINE_LIMITS);
+  await ensurePipelineStreams(await jetstreamManager(nc), TEST_PIPELINE_LIMITS);
   const databaseUrl = options.databaseUrl ?? (await freshDatabase());
   const s3 = await startS3(options.buckets ?? ['exports']);
   const kv = await new Kvm(nc).create(BATCH_EXPORTS_BUCKET, { history: 1 });

@@ -1,4 +1,4 @@
-export { registerNatsAlias, startNats, startNatsCluster, testNats, type NatsHandle, type NatsClusterHandle, type NatsCredentials, type NatsUserRole } from './nats.js';
+export { registerNatsAlias, startNats, startNatsCluster, testNats, TEST_PIPELINE_LIMITS, type NatsHandle, type NatsClusterHandle, type NatsCredentials, type NatsUserRole } from './nats.js';
 export { startPostgres, freshDatabase, type PostgresHandle } from './postgres.js';
 export { freePort } from '../../deploy/local/ports.js';
 export { waitFor } from '../../deploy/local/wait.js';

@@ -4,10 +4,13 @@
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connectNats, NATS_INBOX_PREFIXES, NATS_USERS, type NatsAuth, type NatsConnection, type NatsRole } from '../../lib/index.js';
+import { connectNats, NATS_INBOX_PREFIXES, NATS_USERS, type NatsAuth, type NatsConnection, type NatsRole, type PipelineStreamLimits } from '../../lib/index.js';
 import { generateNatsServerAuth, NatsNode, NatsServerExited, startNatsNodes, type NatsServerAuth } from '../../deploy/local/nats-server.js';
 import { freePort } from '../../deploy/local/ports.js';
 import { makeTestCertificates } from './tls.js';
+
+/** Pipeline stream limits for tests: one replica, no size cap, requests kept, a 2-minute duplicate window. */
+export const TEST_PIPELINE_LIMITS: PipelineStreamLimits = { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 2 * 60_000 };
 
 export type NatsUserRole = NatsRole | 'operator';
 

@@ -5,7 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type pg from 'pg';
-import type { BatchExportRecord, Logger } from '../../lib/index.js';
+import { exponentialBackoff, type BatchExportRecord, type Logger } from '../../lib/index.js';
 import { errorText, OwnershipLostError, type Lease, type LeaseRunner } from '../coordination/index.js';
 import { watchBackfillRequests } from './backfill-requests.js';
 import type { CaptureProgress, ShardBehind } from './capture-progress.js';
@@ -21,7 +21,6 @@ import { eventFilter, exportRecordOf, pythonIso, type ExportRecord } from './rec
 import { RunReporter, runIdOf, type LogLevel } from './reports.js';
 import { RunStore, type ScheduleState, type StoredRun } from './run-store.js';
 import { alignedStart, dueAt, intervalMs, withinBounds } from './schedule.js';
-import { exponentialBackoff } from '../../lib/index.js';
 
 export interface ExportSettings {
   graceMs: number;

@@ -8,7 +8,7 @@ import { createLogger, ensurePipelineStreams, type CapturedEvent, type NatsConne
 import { EventHooks } from '../coordination/index.js';
 import type { PluginCatalog } from './catalog.js';
 import { transformationHook } from './transformations.js';
-import { startHttpSink, startNats, waitFor, type NatsHandle } from '../../test/kit/index.js';
+import { startHttpSink, startNats, TEST_PIPELINE_LIMITS, waitFor, type NatsHandle } from '../../test/kit/index.js';
 import { startTestInstance, storedLogLines } from '../../test/plugins/instance.js';
 import type { Sandbox } from './sandbox/index.js';
 
@@ -18,7 +18,7 @@ let nc: NatsConnection;
 beforeAll(async () => {
   nats = await startNats();
   nc = await nats.connect('plugin-instance-test');
-  await ensurePipelineStreams(await jetstreamManager(nc), { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 2 * 60_000 });
+  await ensurePipelineStreams(await jetstreamManager(nc), TEST_PIPELINE_LIMITS);
 });
 afterAll(async () => {
   await nc?.close();

@@ -3,7 +3,7 @@
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, ensurePipelineStreams, type NatsConnection } from '../../lib/index.js';
-import { interceptCalls, startNats, type NatsHandle } from '../../test/kit/index.js';
+import { interceptCalls, startNats, TEST_PIPELINE_LIMITS, type NatsHandle } from '../../test/kit/index.js';
 import { storedLogLines } from '../../test/plugins/instance.js';
 import { PluginLogs, type PluginLogTarget } from './logs.js';
 
@@ -13,7 +13,7 @@ let nc: NatsConnection;
 beforeAll(async () => {
   nats = await startNats();
   nc = await nats.connect('plugin-logs-test');
-  await ensurePipelineStreams(await jetstreamManager(nc), { replicas: 1, maxBytes: -1, requestMaxAgeMs: 0, duplicateWindowMs: 2 * 60_000 });
+  await ensurePipelineStreams(await jetstreamManager(nc), TEST_PIPELINE_LIMITS);
 });
 afterAll(async () => {
   await nc?.close();
