@@ -130,6 +130,25 @@ describe('plugin destinations', () => {
     expect((await rig.config(dest.configId)).enabled).toBe(true);
   });
 
+  it('onEvent - a destination whose code keeps throwing is disabled by the breaker, with a SYSTEM log; persons go on', async () => {
+    await using rig = await startPluginRig({ PLUGIN_BREAKER: '5/10', PLUGIN_DELIVERY_ATTEMPTS: '1' });
+    const p = rig.user.projectId;
+    const dest = await rig.install("export function onEvent(event) { null.boom }", { collection: 'pipeline_destinations', name: 'Broken' });
+    await publishEvents(rig.js, Array.from({ length: 12 }, (_, i) => capture(p, 'e', `u${i}`)), { perMessage: 12 });
+    await rig.processed(12);
+    await rig.waitForLog(dest.configId, 'the breaker', (l) => l.source === 'SYSTEM' && /^Disabled by the circuit breaker: \d+ of its last 10 events failed \(PLUGIN_BREAKER 5\/10\)/.test(l.message));
+    await waitFor('the config disabled', async () => (await rig.config(dest.configId)).enabled === false, 20_000, 200);
+    const errors = (await rig.logs(dest.configId)).filter((l) => l.type === 'ERROR' && l.source === 'PLUGIN');
+    expect(errors.length).toBeGreaterThanOrEqual(5);
+    expect(errors[0]!.message).toMatch(/^onEvent threw TypeError: .* on event [0-9a-f-]{36} \("e"\) after 1 attempts?: the event is skipped$/);
+    // Disabled, it is not run again; person processing never waited on it.
+    const before = (await rig.logs(dest.configId)).length;
+    await publishEvents(rig.js, [capture(p, 'after', 'u99')]);
+    await rig.processed(13);
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect((await rig.logs(dest.configId)).length).toBe(before);
+  });
+
   it('onEvent - every processed event reaches the destination across a worker kill -9 (at least once)', async () => {
     await using rig = await startPluginRig();
     await rig.worker.stop();
@@ -277,6 +296,30 @@ describe('plugin scheduled tasks and jobs', () => {
     expect(third.heldPluginConfigs()).toEqual([app.configId]);
     const logs = await rig.logs(app.configId);
     expect(logs.filter((l) => l.type === 'ERROR' || l.type === 'WARN')).toEqual([]);
+  });
+
+  it('runEveryHour and runEveryDay - each once per period (shortened), aligned on the epoch, beside runEveryMinute', async () => {
+    let now = Date.parse('2030-01-01T00:00:00.000Z');
+    const clock: TaskClock = { now: () => now, periodMs: { runEveryMinute: 1_000, runEveryHour: 3_000, runEveryDay: 6_000 } };
+    await using rig = await startPluginRig({}, { pluginTaskClock: clock });
+    await using sink = await startHttpSink();
+    const code = ['Minute', 'Hour', 'Day']
+      .map((period) => `export async function runEvery${period}({ config }) { await fetch(config.url + '/${period.toLowerCase()}', { method: 'POST' }) }`)
+      .join('\n');
+    const app = await rig.install(
+      code,
+      { collection: 'pipeline_import_apps', name: 'Clockwork', config: { url: sink.url } },
+    );
+    const count = (path: string) => sink.requests.filter((r) => r.path === path).length;
+    await waitFor('the first periods recorded', async () => (await rig.f.db.query('SELECT 1 FROM plugin_task_runs WHERE plugin_config_id = $1', [app.configId])).rowCount === 3, 20_000, 100);
+    for (let second = 1; second <= 6; second++) {
+      now += 1_000;
+      const expected = { '/minute': second, '/hour': Math.floor(second / 3), '/day': Math.floor(second / 6) };
+      await waitFor(`second ${second}: ${JSON.stringify(expected)}`, () => Object.entries(expected).every(([path, n]) => count(path) >= n), 20_000, 50);
+      await new Promise((r) => setTimeout(r, 700));
+      expect({ '/minute': count('/minute'), '/hour': count('/hour'), '/day': count('/day') }).toEqual(expected);
+    }
+    expect((await rig.logs(app.configId)).filter((l) => l.type === 'ERROR' || l.type === 'WARN')).toEqual([]);
   });
 
   it('jobs - POST …/job/ runs the job once with its payload; read again, it does not run again; an unknown job is an ERROR', async () => {
