@@ -34,12 +34,16 @@ export const GZIP_LEVEL = 4;
 /** brotli quality 5, as PostHog: near gzip's speed, smaller files. */
 export const BROTLI_QUALITY = 5;
 
+/** Text a JSONLines file may queue for its compressor or upload (part of a run's memory bound). */
+export const COMPRESS_AHEAD_BYTES = 1024 * 1024;
+
 export interface RecordFile {
   /** Text bytes of the records written so far (what max_file_size_mb is compared with). */
   readonly textBytes: number;
   readonly records: number;
-  writeEvent(r: ExportRecord): Promise<void>;
-  writePerson(r: PersonRecord): Promise<void>;
+  /** Adds a record; a promise only when the caller must wait (a chunk or row group going out), so a run's loop awaits once per chunk, not per record. */
+  writeEvent(r: ExportRecord): Promise<void> | undefined;
+  writePerson(r: PersonRecord): Promise<void> | undefined;
   /** Ends the file: the sink has every byte when this resolves. */
   end(): Promise<void>;
 }
@@ -72,22 +76,22 @@ class JsonLinesFile implements RecordFile {
     this.out.pipe(sink);
   }
 
-  writeEvent(r: ExportRecord): Promise<void> {
+  writeEvent(r: ExportRecord): Promise<void> | undefined {
     return this.add(eventJsonLine(r));
   }
 
-  writePerson(r: PersonRecord): Promise<void> {
+  writePerson(r: PersonRecord): Promise<void> | undefined {
     return this.add(personJsonLine(r));
   }
 
-  private async add(line: string): Promise<void> {
+  private add(line: string): Promise<void> | undefined {
     const bytes = Buffer.byteLength(line);
     this.textBytes += bytes;
     this.records++;
     this.pending.push(line);
     this.pendingBytes += bytes;
     // Lines go out in chunks of ~256 KiB: one write per line would cost more than the line.
-    if (this.pendingBytes >= 256 * 1024) await this.flush();
+    return this.pendingBytes >= 256 * 1024 ? this.flush() : undefined;
   }
 
   private async flush(): Promise<void> {
@@ -95,7 +99,10 @@ class JsonLinesFile implements RecordFile {
     const chunk = this.pending.join('');
     this.pending = [];
     this.pendingBytes = 0;
-    if (!this.out.write(chunk)) await once(this.out, 'drain');
+    this.out.write(chunk);
+    // zlib compresses on the thread pool while the event loop formats the next lines: wait only
+    // when a few chunks are queued (waiting after each one left the two taking turns).
+    if (this.out.writableLength >= COMPRESS_AHEAD_BYTES) await once(this.out, 'drain');
   }
 
   async end(): Promise<void> {

@@ -113,7 +113,7 @@ export class ParquetFile implements RecordFile {
     this.writer = new ParquetWriter({ writer: this.byteWriter, schema: schemaOf(this.columns), codec, compressors: COMPRESSORS, createdBy: 'spate batch export' });
   }
 
-  async writeEvent(r: ExportRecord): Promise<void> {
+  writeEvent(r: ExportRecord): Promise<void> | undefined {
     const json = JSON.stringify(r.properties);
     const set = r.set === null ? null : JSON.stringify(r.set);
     const setOnce = r.set_once === null ? null : JSON.stringify(r.set_once);
@@ -122,16 +122,16 @@ export class ParquetFile implements RecordFile {
       [r.uuid, r.event, json, r.distinct_id, BigInt(r.team_id), BigInt(r.timestampUs), r.person_id, r.elements_chain, set, setOnce, inserted, inserted],
       json.length + r.uuid.length + r.event.length + r.distinct_id.length + 200,
     );
-    if (this.rows[0]!.length >= ROW_GROUP_ROWS) await this.writeGroup();
+    return this.rows[0]!.length >= ROW_GROUP_ROWS ? this.writeGroup() : undefined;
   }
 
-  async writePerson(r: PersonRecord): Promise<void> {
+  writePerson(r: PersonRecord): Promise<void> | undefined {
     const json = JSON.stringify(r.properties);
     this.push(
       [BigInt(r.team_id), r.distinct_id, r.person_id, json, BigInt(r.person_version), BigInt(r.person_distinct_id_version), BigInt(r.createdAtUs), r.is_deleted, BigInt(r.insertedAtUs)],
       json.length + r.distinct_id.length + 150,
     );
-    if (this.rows[0]!.length >= ROW_GROUP_ROWS) await this.writeGroup();
+    return this.rows[0]!.length >= ROW_GROUP_ROWS ? this.writeGroup() : undefined;
   }
 
   private push(values: unknown[], textBytes: number): void {
