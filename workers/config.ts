@@ -79,6 +79,11 @@ export const workerConfigDefinition = {
     envInt(2, 1),
     "runs this worker delivers at once, across the exports it holds (the others wait their turn): each holds up to ~100 MiB (docs/exports.md)",
   ),
+  exportFormatThreads: setting(
+    'EXPORT_FORMAT_THREADS',
+    envInt(2, 1),
+    'threads of this worker that parse and format the events of S3 JSONLines runs, beside its event loop (started with the first such run; ~40 MiB each)',
+  ),
   exportGrace: setting('EXPORT_GRACE', envDuration('30s'), 'a scheduled run for [start, end) starts this long after end'),
   exportRetryBackoff: setting('EXPORT_RETRY_BACKOFF', envDuration('30s'), 'wait before the first retry of a run that failed for a reason of the moment; doubled for each further one'),
   exportRetryMaxBackoff: setting('EXPORT_RETRY_MAX_BACKOFF', envDuration('2m'), 'longest wait between retries of a run'),

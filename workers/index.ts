@@ -209,6 +209,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           backfillCatchUpMs: config.exportBackfillCatchUp,
           pollMs: 1_000,
           concurrency: config.exportConcurrency,
+          formatThreads: config.exportFormatThreads,
           httpRetryBaseMs: config.exportHttpRetryBackoff,
           keyring: secretKeyringOf(config),
         },

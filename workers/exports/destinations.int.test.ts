@@ -126,6 +126,40 @@ describe('export destinations', () => {
     expect(row.team_id).toBe(1n);
   });
 
+  it('S3 - JSONLines gzip split by max_file_size_mb: each file cut once its text reaches 1 MiB, every event once', async () => {
+    rig = await startExportRig();
+    // Multi-byte text: files are cut on bytes, not characters.
+    const sent = eventsBetween(9_000, HOUR.start, HOUR.end, (i) => ({ properties: { i, text: 'é€😀'.repeat(20 + (i % 30)) } }));
+    await withEvents(rig, sent);
+    const record = await rig.putExport({
+      id: crypto.randomUUID(),
+      destination: {
+        type: 'S3',
+        config: { bucket_name: 'exports', region: 'us-east-1', prefix: 'jl', endpoint_url: rig.s3.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', compression: 'gzip', max_file_size_mb: 1 },
+      },
+    });
+    const backfillId = await rig.backfill(record, HOUR.start, HOUR.end);
+    const done = await rig.waitForRun('the backfill run', (l) => l.backfill_id === backfillId && l.status === 'Completed');
+    expect(done.records_completed).toBe(9_000);
+    const base = `jl/2024-05-01T12:00:00+00:00-2024-05-01T13:00:00+00:00-backfill-${backfillId}`;
+    const { files } = JSON.parse((await rig.s3.get('exports', `${base}_manifest.json`)).toString()) as { files: string[] };
+    expect(files.length).toBeGreaterThan(3);
+    expect(files).toEqual(files.map((_, i) => `${base}-${i}.jsonl.gz`));
+    const uuids: string[] = [];
+    for (const [n, key] of files.entries()) {
+      const text = gunzipSync(await rig.s3.get('exports', key)).toString('utf8');
+      const lines = text.split('\n').filter(Boolean);
+      const bytes = Buffer.byteLength(text);
+      const last = Buffer.byteLength(`${lines.at(-1)!}\n`);
+      // A file takes lines while it holds less than 1 MiB: all but the last reach it, none by more than its last line.
+      if (n < files.length - 1) expect(bytes).toBeGreaterThanOrEqual(1024 * 1024);
+      expect(bytes - last).toBeLessThan(1024 * 1024);
+      for (const l of lines) uuids.push((JSON.parse(l) as { uuid: string }).uuid);
+    }
+    expect(uuids).toHaveLength(sent.length);
+    expect(uuids.sort()).toEqual(sent.map((e) => e.uuid).sort());
+  });
+
   it('S3 - brotli JSONLines; a rerun of the same interval overwrites the same key with the same bytes', async () => {
     rig = await startExportRig();
     const sent = eventsBetween(500, HOUR.start, HOUR.end);

@@ -13,14 +13,19 @@ import type { ExportCatalog } from './catalog.js';
 import { createDestination, type Destination, type DestinationWriter, type RunTarget } from './destinations/index.js';
 import type { EgressPolicy } from './egress.js';
 import { asExportError, ExportError, RunStopped } from './errors.js';
+import type { EventLines } from './formats/event-lines.js';
+import type { LinePool } from './formats/line-pool.js';
 import type { ExportMetrics } from './metrics.js';
 import { readPersons } from './persons-reader.js';
 import { keeps, planBackfill, planScheduled, type ExportClock, type RunPlan } from './plan.js';
 import type { ProcessedStream } from './processed-stream.js';
-import { eventFilter, exportRecordOf, pythonIso, type ExportRecord } from './records.js';
+import { eventFilter, exportRecordOf, processedLines, pythonIso, type ExportRecord } from './records.js';
 import { RunReporter, runIdOf, type LogLevel } from './reports.js';
 import { RunStore, type ScheduleState, type StoredRun } from './run-store.js';
 import { alignedStart, dueAt, intervalMs, withinBounds } from './schedule.js';
+
+/** PROCESSED messages a JSONLines run has in the formatting threads at once (their bytes and text count in its memory). */
+const LINES_AHEAD = 4;
 
 export interface ExportSettings {
   graceMs: number;
@@ -56,6 +61,8 @@ export interface ExportRunnerDeps {
   /** End of the last completed scheduled interval per export (the lag metric). */
   lastCompletedEnd: Map<string, number>;
   faults?: ExportFaults;
+  /** The role's formatting threads (EXPORT_FORMAT_THREADS), for writers of JSONLines. */
+  lines: LinePool;
   /** Runs of all the exports a worker holds take turns (EXPORT_CONCURRENCY): memory is bounded per worker. */
   turns: <T>(work: () => Promise<T>) => Promise<T>;
 }
@@ -334,12 +341,13 @@ class ExportLoop {
       }
       return { read: kept, kept };
     }
+    if (writer.writeEventLines) return this.deliverLines(plan, record, config, writer.writeEventLines);
     const wanted = eventFilter(config);
     let read = 0;
     let kept = 0;
     let batch: ExportRecord[] = [];
     for await (const msg of this.deps.stream.read(record.team_id, plan.firstSeq, plan.lastSeq, this.signal)) {
-      for (const line of msg.lines) {
+      for (const line of processedLines(msg.data)) {
         const r = exportRecordOf(line, msg.timeUs, msg.seq);
         if (!r) continue;
         read++;
@@ -355,6 +363,42 @@ class ExportLoop {
     if (batch.length > 0) {
       kept += batch.length;
       await writer.writeEvents(batch);
+    }
+    this.signal.throwIfAborted();
+    return { read, kept };
+  }
+
+  /**
+   * The same for a writer of JSONLines: messages are formatted in the role's threads, up to
+   * LINES_AHEAD at once, and handed over in stream order.
+   */
+  private async deliverLines(
+    plan: Extract<RunPlan, { kind: 'events' }>,
+    record: BatchExportRecord,
+    config: Record<string, unknown>,
+    write: (lines: EventLines) => Promise<void>,
+  ): Promise<{ read: number; kept: number }> {
+    const filter = { include_events: config.include_events, exclude_events: config.exclude_events };
+    const ahead: Promise<EventLines>[] = [];
+    let read = 0;
+    let kept = 0;
+    const next = async () => {
+      const lines = await ahead.shift()!;
+      read += lines.read;
+      if (lines.ends.length === 0) return;
+      kept += lines.ends.length;
+      await write(lines);
+      this.deps.faults?.afterWrite?.(kept);
+    };
+    try {
+      for await (const msg of this.deps.stream.read(record.team_id, plan.firstSeq, plan.lastSeq, this.signal)) {
+        ahead.push(this.deps.lines.format({ data: msg.data, seq: msg.seq, timeUs: msg.timeUs, plan, filter }));
+        if (ahead.length >= LINES_AHEAD) await next();
+      }
+      while (ahead.length > 0) await next();
+    } finally {
+      // A failed run leaves no promise to reject unobserved.
+      for (const p of ahead) p.catch(() => undefined);
     }
     this.signal.throwIfAborted();
     return { read, kept };

@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import { exportEgressPolicy as egressPolicy } from './egress.js';
 import { keeps, type RunPlan } from './plan.js';
-import { eventJsonLine, pythonIsoUs } from './records.js';
+import { eventFilter, eventJsonLine, exportRecordOf, processedLines, pythonIsoUs } from './records.js';
+import { formatEventLines } from './formats/event-lines.js';
 import { alignedStart, dueIntervals, withinBounds } from './schedule.js';
 import { formatPrefix, objectKey } from './destinations/s3.js';
 
@@ -97,6 +98,29 @@ describe('export records and plans', () => {
     } finally {
       toIso.mockRestore();
     }
+  });
+
+  it('records - a message formatted in a thread gives the record path\'s lines, choices and byte counts', () => {
+    const at = (i: number) => new Date(t('2024-05-01T12:00:00Z') + i * 1_000).toISOString();
+    const events = Array.from({ length: 40 }, (_, i) => ({
+      uuid: `0190c6a0-0000-7000-8000-${String(i).padStart(12, '0')}`, event: ['pageview', 'signup', 'noise'][i % 3], distinct_id: `d${i}`, project_id: 1,
+      timestamp: at(i), properties: { i, name: 'é€😀'.repeat(i % 4), $set: i % 5 === 0 ? { a: i } : undefined }, person_id: null,
+    }));
+    const text = [...events.map((e) => JSON.stringify(e)), 'not json', '{"no":"event"}', ''].join('\n');
+    const data = Buffer.from(text);
+    const plan: Extract<RunPlan, { kind: 'events' }> = { kind: 'events', mode: 'timestamp', firstSeq: 1, lastSeq: 9, startUs: t(at(5)) * 1000, endUs: t(at(35)) * 1000, exclude: [] };
+    const filter = { exclude_events: ['noise'] };
+    const out = formatEventLines({ data, seq: 7, timeUs: 1_714_564_800_000_123, plan, filter });
+    // The record path: the runner's own loop.
+    const wanted = eventFilter(filter);
+    const records = processedLines(data).map((l) => exportRecordOf(l, 1_714_564_800_000_123, 7)).filter((r) => r !== undefined);
+    const lines = records.filter((r) => keeps(plan, r) && wanted(r.event)).map(eventJsonLine);
+    expect(out.read).toBe(40);
+    expect(lines.length).toBe(20);
+    expect(out.text).toBe(lines.join(''));
+    expect(out.bytes).toEqual(lines.map((l) => Buffer.byteLength(l)));
+    expect(out.ends.map((end, i) => out.text.slice(i === 0 ? 0 : out.ends[i - 1], end))).toEqual(lines);
+    expect(out.bytes.some((b, i) => b !== lines[i]!.length)).toBe(true);
   });
 
   it('plans - a backfill keeps its timestamps and leaves completed scheduled ranges; a scheduled run leaves what a backfill took', () => {

@@ -21,6 +21,7 @@ import { createPool, type LeaseCoordinator } from '../coordination/index.js';
 import { ExportCatalog } from './catalog.js';
 import { exportEgressPolicy } from './egress.js';
 import { startExportRunner, type ExportFaults, type ExportSettings } from './export-runner.js';
+import { LinePool } from './formats/line-pool.js';
 import { createExportMetrics } from './metrics.js';
 import { shiftedClock, type ExportClock } from './plan.js';
 import { ProcessedStream } from './processed-stream.js';
@@ -44,6 +45,8 @@ export interface ExportsOptions extends ExportSettings {
   readBytes: number;
   /** Runs delivered at once by this worker. */
   concurrency: number;
+  /** EXPORT_FORMAT_THREADS. */
+  formatThreads: number;
   /** SPATE_SECRET_KEY (and previous keys): decrypts the destinations' secrets. */
   keyring: SecretKeyring;
 }
@@ -99,6 +102,7 @@ export function startExports(options: ExportsOptions, deps: ExportsDeps): Export
       return end === undefined ? [] : [{ exportId, seconds: Math.max(0, (Date.now() - end) / 1000) }];
     }),
   );
+  const lines = new LinePool(options.formatThreads);
   const runnerDeps = {
     db,
     js: deps.js,
@@ -116,6 +120,7 @@ export function startExports(options: ExportsOptions, deps: ExportsDeps): Export
     lastCompletedEnd,
     faults: deps.faults,
     turns: pLimit(options.concurrency),
+    lines,
   };
   deps.coordinator.addLeaseSet({
     set: EXPORT_LEASES,
@@ -145,6 +150,7 @@ export function startExports(options: ExportsOptions, deps: ExportsDeps): Export
       unsubscribe();
       catalog.stop();
       await db.end().catch(() => undefined);
+      await lines.close();
     },
   };
 }

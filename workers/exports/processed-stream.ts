@@ -5,7 +5,7 @@
 // ephemeral consumer without acks, pulled in slices of at most `pullBytes` (the memory bound of
 // a read), and fail (to be retried) on any gap in the consumer's delivery sequence.
 import { AckPolicy, DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
-import { parseNdjson, STREAMS } from '../../lib/index.js';
+import { STREAMS } from '../../lib/index.js';
 import { ExportError } from './errors.js';
 
 export interface StreamBounds {
@@ -19,9 +19,8 @@ export interface ProcessedMessage {
   seq: number;
   /** When PROCESSED stored the message, microseconds since the epoch. */
   timeUs: number;
-  lines: unknown[];
-  /** Lines that were not JSON. */
-  malformed: number;
+  /** Its NDJSON lines (records.ts, processedLines; formats/event-lines.ts). */
+  data: Uint8Array;
 }
 
 const NANOS_PER_MS = 1_000_000;
@@ -126,21 +125,5 @@ export class ProcessedStream {
 }
 
 function parse(msg: JsMsg): ProcessedMessage {
-  const timeUs = Number(msg.timestampNanos / 1000n);
-  try {
-    return { seq: msg.seq, timeUs, lines: parseNdjson(msg.data), malformed: 0 };
-  } catch {
-    // One bad line must not hide the others: parse them one by one.
-    const lines: unknown[] = [];
-    let malformed = 0;
-    for (const text of new TextDecoder().decode(msg.data).split('\n')) {
-      if (!text) continue;
-      try {
-        lines.push(JSON.parse(text));
-      } catch {
-        malformed++;
-      }
-    }
-    return { seq: msg.seq, timeUs, lines, malformed };
-  }
+  return { seq: msg.seq, timeUs: Number(msg.timestampNanos / 1000n), data: msg.data };
 }

@@ -2,7 +2,7 @@
 // time each line's message was stored (its arrival), in one fixed key order, with timestamps as
 // Python's isoformat() writes them, so a rerun produces the same bytes and PostHog users see the
 // shapes they know.
-import type { ProcessedEvent } from '../../lib/index.js';
+import { parseNdjson, type ProcessedEvent } from '../../lib/index.js';
 
 /** An event as S3, PostgreSQL and HTTP receive it. */
 export interface ExportRecord {
@@ -120,4 +120,22 @@ export function eventFilter(config: Record<string, unknown>): (event: string) =>
   const exclude = new Set(list(config.exclude_events));
   if (include.size === 0 && exclude.size === 0) return () => true;
   return (event) => (include.size === 0 || include.has(event)) && !exclude.has(event);
+}
+
+/** The lines of a PROCESSED message, parsed; a line that is not JSON is left out (one bad line must not hide the others). */
+export function processedLines(data: Uint8Array): unknown[] {
+  try {
+    return parseNdjson(data);
+  } catch {
+    const lines: unknown[] = [];
+    for (const text of new TextDecoder().decode(data).split('\n')) {
+      if (!text) continue;
+      try {
+        lines.push(JSON.parse(text));
+      } catch {
+        // Not JSON: not an event.
+      }
+    }
+    return lines;
+  }
 }

@@ -2,6 +2,7 @@
 // interface, so S3, PostgreSQL, HTTP and NoOp are interchangeable and the runner alone decides
 // what a run reads, when it runs and how often it is retried.
 import type { BatchExportRecord } from '../../../lib/index.js';
+import type { EventLines } from '../formats/event-lines.js';
 import type { ExportRecord, PersonRecord } from '../records.js';
 
 export const DESTINATION_TYPES = ['S3', 'Postgres', 'HTTP', 'NoOp'] as const;
@@ -39,6 +40,11 @@ export interface Delivered {
 export interface DestinationWriter {
   writeEvents(records: readonly ExportRecord[]): Promise<void>;
   writePersons(records: readonly PersonRecord[]): Promise<void>;
+  /**
+   * Set by writers of JSONLines events (S3): they take the lines formatted in a thread
+   * (formats/line-pool.ts) instead of records, each message's in stream order.
+   */
+  readonly writeEventLines?: (lines: EventLines) => Promise<void>;
   commit(): Promise<Delivered>;
   abort(reason: unknown): Promise<void>;
 }

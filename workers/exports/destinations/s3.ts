@@ -9,6 +9,7 @@ import { HeadBucketCommand, PutObjectCommand, S3Client, S3ServiceException, type
 import { Upload } from '@aws-sdk/lib-storage';
 import type { EgressPolicy } from '../egress.js';
 import { ExportError } from '../errors.js';
+import type { EventLines } from '../formats/event-lines.js';
 import { fileExtension, openRecordFile, contentType, type FileFormat, type FormatChoice, type RecordFile } from '../formats/file-writer.js';
 import { pythonIso, type ExportRecord, type PersonRecord } from '../records.js';
 import type { Delivered, Destination, DestinationWriter, RunTarget } from './destination.js';
@@ -172,7 +173,11 @@ class S3Writer implements DestinationWriter {
   ) {
     const mb = config.max_file_size_mb;
     this.maxTextBytes = typeof mb === 'number' && mb > 0 ? mb * 1024 * 1024 : undefined;
+    if (choice.format === 'JSONLines' && run.model === 'events') this.writeEventLines = (lines) => this.writeLines(lines);
   }
+
+  /** JSONLines events: lines formatted in the role's threads (formats/line-pool.ts). */
+  readonly writeEventLines?: (lines: EventLines) => Promise<void>;
 
   private get split(): boolean {
     return this.maxTextBytes !== undefined;
@@ -224,6 +229,27 @@ class S3Writer implements DestinationWriter {
       const file = this.fileWithRoom() ?? (await this.nextFile());
       const wait = file.writePerson(r);
       if (wait) await wait;
+    }
+    this.signal.throwIfAborted();
+  }
+
+  /** Files are cut where the records would cut them: a line goes in while its file holds less than max_file_size_mb. */
+  private async writeLines({ text, ends, bytes }: EventLines): Promise<void> {
+    for (let from = 0; from < ends.length; ) {
+      const file = this.fileWithRoom() ?? (await this.nextFile());
+      let to = from;
+      let size = 0;
+      if (this.maxTextBytes === undefined) {
+        to = ends.length;
+        for (const b of bytes) size += b;
+      } else {
+        while (to < ends.length && file.textBytes + size < this.maxTextBytes) size += bytes[to++]!;
+      }
+      const start = from === 0 ? 0 : ends[from - 1]!;
+      const chunk = from === 0 && to === ends.length ? text : text.slice(start, ends[to - 1]);
+      const wait = file.writeText!(chunk, size, to - from);
+      if (wait) await wait;
+      from = to;
     }
     this.signal.throwIfAborted();
   }

@@ -44,6 +44,8 @@ export interface RecordFile {
   /** Adds a record; a promise only when the caller must wait (a chunk or row group going out), so a run's loop awaits once per chunk, not per record. */
   writeEvent(r: ExportRecord): Promise<void> | undefined;
   writePerson(r: PersonRecord): Promise<void> | undefined;
+  /** JSONLines only: lines already formatted (event-lines.ts), `bytes` of UTF-8 text holding `records` records. */
+  writeText?(text: string, bytes: number, records: number): Promise<void> | undefined;
   /** Ends the file: the sink has every byte when this resolves. */
   end(): Promise<void>;
 }
@@ -84,11 +86,14 @@ class JsonLinesFile implements RecordFile {
     return this.add(personJsonLine(r));
   }
 
-  private add(line: string): Promise<void> | undefined {
-    const bytes = Buffer.byteLength(line);
+  writeText(text: string, bytes: number, records: number): Promise<void> | undefined {
+    return this.add(text, bytes, records);
+  }
+
+  private add(text: string, bytes = Buffer.byteLength(text), records = 1): Promise<void> | undefined {
     this.textBytes += bytes;
-    this.records++;
-    this.pending.push(line);
+    this.records += records;
+    this.pending.push(text);
     this.pendingBytes += bytes;
     // Lines go out in chunks of ~256 KiB: one write per line would cost more than the line.
     return this.pendingBytes >= 256 * 1024 ? this.flush() : undefined;
