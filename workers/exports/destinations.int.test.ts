@@ -1,5 +1,6 @@
 // Each destination against a real server (s3rver, PostgreSQL, a node:http receiver), through the
 // whole runner: events on PROCESSED → backfill run → what the destination holds.
+import { randomBytes } from 'node:crypto';
 import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
@@ -77,13 +78,20 @@ interface S3Request {
 
 /**
  * A proxy in front of the rig's s3rver that records every request's method, path and headers
- * and forwards it byte for byte (Host kept, so the signature still holds).
+ * and forwards it byte for byte (Host kept, so the signature still holds), unless `refuse` names
+ * a status to answer instead.
  */
-async function recordingS3Proxy(target: string): Promise<{ endpoint: string; requests: S3Request[] }> {
+async function recordingS3Proxy(target: string, refuse: (req: IncomingMessage) => number | undefined = () => undefined): Promise<{ endpoint: string; requests: S3Request[] }> {
   const requests: S3Request[] = [];
   const to = new URL(target);
   const server = createServer((req, res) => {
     requests.push({ method: req.method!, url: req.url!, headers: req.headers });
+    const status = refuse(req);
+    if (status !== undefined) {
+      req.resume();
+      res.writeHead(status, { 'content-type': 'application/xml' }).end(`<Error><Code>ServiceUnavailable</Code><Message>refused by the test</Message></Error>`);
+      return;
+    }
     const forward = httpRequest({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
       res.writeHead(answer.statusCode!, answer.headers);
       answer.pipe(res);
@@ -179,6 +187,22 @@ describe('export destinations', () => {
     const keys = await rig.s3.list('exports', 'br/');
     expect(keys).toHaveLength(2);
     expect(await rig.s3.get('exports', keys.find((k) => k.includes(again))!)).toEqual(first);
+  });
+
+  it('S3 - a multipart upload that fails mid-run fails the run, it does not hang', async () => {
+    rig = await startExportRig();
+    // ~14 MB of gzip (random text barely compresses): the upload goes multipart while lines are still written.
+    const sent = eventsBetween(20_000, HOUR.start, HOUR.end, (i) => ({ properties: { i, noise: randomBytes(700).toString('base64') } }));
+    await withEvents(rig, sent);
+    const proxy = await recordingS3Proxy(rig.s3.endpoint, (req) => (req.method === 'PUT' && /[?&]partNumber=/.test(req.url!) ? 503 : undefined));
+    const config = { bucket_name: 'exports', region: 'us-east-1', prefix: 'broken', endpoint_url: proxy.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', compression: 'gzip' };
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'S3', config } });
+    const id = await rig.backfill(record, HOUR.start, HOUR.end);
+    // Failed or FailedRetryable by what the store answers last (s3rver refuses the upload's abort, 405).
+    const failed = await rig.waitForRun('the failed run', (l) => l.backfill_id === id && (l.status === 'Failed' || l.status === 'FailedRetryable'), 40_000);
+    expect(failed.latest_error).toMatch(/bucket exports/);
+    expect(proxy.requests.some((r) => /[?&]partNumber=/.test(r.url))).toBe(true);
+    expect(await rig.s3.list('exports', 'broken/')).toEqual([]);
   });
 
   it('S3 - on a custom endpoint_url no checksum is sent (S3-compatible stores refuse them); encryption and kms_key_id reach the uploads', async () => {

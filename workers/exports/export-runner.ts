@@ -392,13 +392,15 @@ class ExportLoop {
     };
     try {
       for await (const msg of this.deps.stream.read(record.team_id, plan.firstSeq, plan.lastSeq, this.signal)) {
-        ahead.push(this.deps.lines.format({ data: msg.data, seq: msg.seq, timeUs: msg.timeUs, plan, filter }));
+        const formatted = this.deps.lines.format({ data: msg.data, seq: msg.seq, timeUs: msg.timeUs, plan, filter });
+        // Observed at once: a task behind the one awaited may fail first (the run fails when its turn comes).
+        formatted.catch(() => undefined);
+        ahead.push(formatted);
         if (ahead.length >= LINES_AHEAD) await next();
       }
       while (ahead.length > 0) await next();
     } finally {
-      // A failed run leaves no promise to reject unobserved.
-      for (const p of ahead) p.catch(() => undefined);
+      ahead.length = 0;
     }
     this.signal.throwIfAborted();
     return { read, kept };

@@ -108,19 +108,26 @@ describe('export records and plans', () => {
     }));
     const text = [...events.map((e) => JSON.stringify(e)), 'not json', '{"no":"event"}', ''].join('\n');
     const data = Buffer.from(text);
-    const plan: Extract<RunPlan, { kind: 'events' }> = { kind: 'events', mode: 'timestamp', firstSeq: 1, lastSeq: 9, startUs: t(at(5)) * 1000, endUs: t(at(35)) * 1000, exclude: [] };
-    const filter = { exclude_events: ['noise'] };
-    const out = formatEventLines({ data, seq: 7, timeUs: 1_714_564_800_000_123, plan, filter });
-    // The record path: the runner's own loop.
-    const wanted = eventFilter(filter);
-    const records = processedLines(data).map((l) => exportRecordOf(l, 1_714_564_800_000_123, 7)).filter((r) => r !== undefined);
-    const lines = records.filter((r) => keeps(plan, r) && wanted(r.event)).map(eventJsonLine);
-    expect(out.read).toBe(40);
-    expect(lines.length).toBe(20);
-    expect(out.text).toBe(lines.join(''));
-    expect(out.bytes).toEqual(lines.map((l) => Buffer.byteLength(l)));
-    expect(out.ends.map((end, i) => out.text.slice(i === 0 ? 0 : out.ends[i - 1], end))).toEqual(lines);
-    expect(out.bytes.some((b, i) => b !== lines[i]!.length)).toBe(true);
+    const timeUs = t(at(20)) * 1000 + 123;
+    const cases: Array<{ plan: Extract<RunPlan, { kind: 'events' }>; filter: Record<string, unknown>; kept: number }> = [
+      { plan: { kind: 'events', mode: 'timestamp', firstSeq: 1, lastSeq: 9, startUs: t(at(5)) * 1000, endUs: t(at(35)) * 1000, exclude: [] }, filter: { exclude_events: ['noise'] }, kept: 20 },
+      { plan: { kind: 'events', mode: 'timestamp', firstSeq: 1, lastSeq: 9, startUs: 0, endUs: t(at(40)) * 1000, exclude: [{ firstSeq: 7, lastSeq: 7 }] }, filter: {}, kept: 0 },
+      { plan: { kind: 'events', mode: 'arrival', firstSeq: 1, lastSeq: 9, exclude: [{ firstSeq: 7, lastSeq: 8, startUs: t(at(0)) * 1000, endUs: t(at(10)) * 1000 }] }, filter: { include_events: ['signup'] }, kept: 10 },
+    ];
+    for (const { plan, filter, kept } of cases) {
+      const out = formatEventLines({ data, seq: 7, timeUs, plan, filter });
+      // The record path: the runner's own loop.
+      const wanted = eventFilter(filter);
+      const records = processedLines(data).map((l) => exportRecordOf(l, timeUs, 7)).filter((r) => r !== undefined);
+      const lines = records.filter((r) => keeps(plan, r) && wanted(r.event)).map(eventJsonLine);
+      expect(out.read).toBe(40);
+      expect(lines.length).toBe(kept);
+      expect(out.text).toBe(lines.join(''));
+      expect(out.bytes).toEqual(lines.map((l) => Buffer.byteLength(l)));
+      expect(out.ends.map((end, i) => out.text.slice(i === 0 ? 0 : out.ends[i - 1], end))).toEqual(lines);
+    }
+    const out = formatEventLines({ data, seq: 7, timeUs, plan: cases[0]!.plan, filter: cases[0]!.filter });
+    expect(out.bytes.some((b, i) => b !== out.ends[i]! - (i === 0 ? 0 : out.ends[i - 1]!))).toBe(true);
   });
 
   it('plans - a backfill keeps its timestamps and leaves completed scheduled ranges; a scheduled run leaves what a backfill took', () => {

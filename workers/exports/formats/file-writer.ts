@@ -1,8 +1,9 @@
 // One file of a run in a format (JSONLines or Parquet) and a compression, written to a byte
 // sink with back-pressure. Sizes are counted on the records' JSON text (deterministic: a rerun
 // cuts files at the same records), so `max_file_size_mb` bounds each file by what went into it.
-import { once } from 'node:events';
-import type { Writable } from 'node:stream';
+import { pipeline, type Transform, type Writable } from 'node:stream';
+import { finished } from 'node:stream/promises';
+import { drained } from './drained.js';
 import { constants, createBrotliCompress, createGzip } from 'node:zlib';
 import { ExportError } from '../errors.js';
 import { eventJsonLine, personJsonLine, type ExportRecord, type PersonRecord } from '../records.js';
@@ -64,18 +65,18 @@ class JsonLinesFile implements RecordFile {
   private pendingBytes = 0;
 
   constructor(private readonly sink: Writable, compression: string | null) {
-    if (compression === 'gzip') {
-      this.out = createGzip({ level: GZIP_LEVEL, chunkSize: 256 * 1024 });
-    } else if (compression === 'brotli') {
-      this.out = createBrotliCompress({ params: { [constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY } });
-    } else if (!compression) {
+    if (!compression) {
       this.out = sink;
       return;
-    } else {
-      throw new ExportError('invalid_config', `compression ${compression} is not supported for JSONLines: gzip or brotli`);
     }
-    // zlib runs on the thread pool: the event loop goes on reading while it compresses.
-    this.out.pipe(sink);
+    let compressor: Transform;
+    if (compression === 'gzip') compressor = createGzip({ level: GZIP_LEVEL, chunkSize: 256 * 1024 });
+    else if (compression === 'brotli') compressor = createBrotliCompress({ params: { [constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY } });
+    else throw new ExportError('invalid_config', `compression ${compression} is not supported for JSONLines: gzip or brotli`);
+    // zlib runs on the thread pool: the event loop goes on reading while it compresses. A sink
+    // that fails (the upload did) destroys the compressor too, so nothing waits on it for ever.
+    pipeline(compressor, sink, () => undefined);
+    this.out = compressor;
   }
 
   writeEvent(r: ExportRecord): Promise<void> | undefined {
@@ -107,13 +108,13 @@ class JsonLinesFile implements RecordFile {
     this.out.write(chunk);
     // zlib compresses on the thread pool while the event loop formats the next lines: wait only
     // when a few chunks are queued (waiting after each one left the two taking turns).
-    if (this.out.writableLength >= COMPRESS_AHEAD_BYTES) await once(this.out, 'drain');
+    if (this.out.writableLength >= COMPRESS_AHEAD_BYTES) await drained(this.out);
   }
 
   async end(): Promise<void> {
     await this.flush();
-    const done = once(this.sink, 'finish');
     this.out.end();
-    await done;
+    await finished(this.sink, { readable: false });
   }
 }
+

@@ -3,12 +3,13 @@
 // Rows are written in row groups of ROW_GROUP_ROWS; each group's bytes go to the sink as soon as
 // it is encoded, so memory holds one row group, not the file. Column types follow PostHog's
 // (pyarrow): strings, JSON columns as JSON text, timestamps as microseconds UTC.
-import { once } from 'node:events';
 import type { Writable } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 import { ByteWriter, ParquetWriter, type SchemaElement } from 'hyparquet-writer';
 import { ExportError } from '../errors.js';
 import type { ExportRecord, PersonRecord } from '../records.js';
+import { drained } from './drained.js';
 import type { RecordFile } from './file-writer.js';
 
 export const ROW_GROUP_ROWS = 20_000;
@@ -149,15 +150,14 @@ export class ParquetFile implements RecordFile {
   }
 
   private async sendDrained(): Promise<void> {
-    for (const bytes of this.drained.splice(0)) if (!this.sink.write(bytes)) await once(this.sink, 'drain');
+    for (const bytes of this.drained.splice(0)) if (!this.sink.write(bytes)) await drained(this.sink);
   }
 
   async end(): Promise<void> {
     await this.writeGroup();
     await this.writer.finish();
     await this.sendDrained();
-    const done = once(this.sink, 'finish');
     this.sink.end();
-    await done;
+    await finished(this.sink, { readable: false });
   }
 }
