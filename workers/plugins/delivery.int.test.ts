@@ -1,6 +1,7 @@
 // Destinations, scheduled tasks and jobs as a user sees them (docs/plugins.md): plugins saved and
 // configured through the admin API, events published as ingest does, what the destination's HTTP
 // server receives and the config's logs read back (test/plugins/harness.ts, test/kit/http-sink.ts).
+import { jetstreamManager } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
 import type { TaskClock } from '../index.js';
 import { FAST_PLUGINS, startPluginRig } from '../../test/plugins/harness.js';
@@ -320,6 +321,28 @@ describe('plugin scheduled tasks and jobs', () => {
       expect({ '/minute': count('/minute'), '/hour': count('/hour'), '/day': count('/day') }).toEqual(expected);
     }
     expect((await rig.logs(app.configId)).filter((l) => l.type === 'ERROR' || l.type === 'WARN')).toEqual([]);
+  });
+
+  it('jobs - a worker deletes the finished job runs whose requests PLUGIN_JOBS no longer keeps; newer and unfinished ones stay', async () => {
+    await using rig = await startPluginRig();
+    const { config } = await (await jetstreamManager(rig.nc)).streams.info('PLUGIN_JOBS');
+    const keptMs = config.max_age / 1_000_000;
+    expect(keptMs).toBeGreaterThan(0);
+    const row = (id: string, ageMs: number, finished: boolean) =>
+      rig.f.db.query(
+        `INSERT INTO plugin_job_runs (job_id, plugin_config_id, type, started_at, finished_at, outcome)
+         VALUES ($1, 1, 'greet', now() - make_interval(secs => $2), CASE WHEN $3 THEN now() - make_interval(secs => $2) END, CASE WHEN $3 THEN 'ok' END)`,
+        [id, ageMs / 1000, finished],
+      );
+    await row('gone', keptMs + 2 * 3_600_000, true);
+    await row('unfinished', keptMs + 2 * 3_600_000, false);
+    await row('within the margin', keptMs + 1_800_000, true);
+    await row('recent', keptMs / 2, true);
+    // A worker prunes when it starts, then hourly.
+    await rig.startWorker();
+    const ids = async () => (await rig.f.db.query<{ job_id: string }>('SELECT job_id FROM plugin_job_runs ORDER BY job_id')).rows.map((r) => r.job_id);
+    await waitFor('the old run deleted', async () => !(await ids()).includes('gone'), 20_000, 100);
+    expect(await ids()).toEqual(['recent', 'unfinished', 'within the margin']);
   });
 
   it('jobs - POST …/job/ runs the job once with its payload; read again, it does not run again; an unknown job is an ERROR', async () => {

@@ -16,6 +16,7 @@ import type { Logger, NatsConnection, Registry, SecretKeyring } from '../../lib/
 import type { BreakerSettings } from './breaker.js';
 import { PluginCatalog } from './catalog.js';
 import { holdPluginConfigs, type HeldConfigs, type HeldConfigsSettings } from './held-configs.js';
+import { startJobRunsPruning } from './job-runs-pruning.js';
 import { pluginEgressPolicy } from './host-ops.js';
 import { PluginLogs } from './logs.js';
 import { createPluginMetrics } from './metrics.js';
@@ -98,6 +99,7 @@ export async function startPlugins(options: PluginsOptions, deps: PluginsDeps): 
   }
   const opened = catalog;
   const removeHook = deps.hooks.add('plugins', transformationHook(opened, metrics, { maxChangeChars: () => Math.floor(deps.maxPayload() / 2) }, logger));
+  const pruning = startJobRunsPruning(db, deps.jsm, logger);
   let held: HeldConfigs | undefined;
   return {
     catalog: opened,
@@ -123,6 +125,7 @@ export async function startPlugins(options: PluginsOptions, deps: PluginsDeps): 
     heldConfigs: () => held?.held() ?? [],
     async stop() {
       removeHook();
+      pruning.stop();
       // The coordinator stopped the holders' runners first (their leases released); this ends the rest.
       await held?.stop().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'stopping the plugin config holders failed'));
       await opened.stop().catch((err: unknown) => logger.warn({ err: errorText(err) }, 'stopping plugin instances failed'));
