@@ -323,6 +323,39 @@ describe('plugin scheduled tasks and jobs', () => {
     expect((await rig.logs(app.configId)).filter((l) => l.type === 'ERROR' || l.type === 'WARN')).toEqual([]);
   });
 
+  it('runEveryMinute - a run cut short by kill -9 of its worker is reported by the next holder and not run again that minute (real clock: up to a minute)', { timeout: 150_000 }, async () => {
+    await using rig = await startPluginRig();
+    await rig.worker.stop();
+    await using sink = await startHttpSink(() => new Promise((resolve) => setTimeout(() => resolve(200), 20_000)));
+    const app = await rig.install("export async function runEveryMinute({ config }) { await fetch(config.url + '/tick', { method: 'POST' }) }", {
+      collection: 'pipeline_import_apps',
+      name: 'Ticker',
+      config: { url: sink.url },
+    });
+    const env = workerEnv(rig.f.nats.url, rig.f.databaseUrl, { ...FAST_PLUGINS, PLUGIN_WALL_TIMEOUT: '60s' });
+    const workers: WorkerProcess[] = [];
+    try {
+      const a = await spawnWorker('tasks-a', env);
+      workers.push(a);
+      // Its first minute is recorded, not run; the next one starts on the minute.
+      await waitFor('a run under way', () => sink.requests.length === 1, 90_000, 50);
+      const minute = Math.floor(Date.now() / 60_000);
+      a.kill('SIGKILL');
+      await a.exited;
+      workers.push(await spawnWorker('tasks-b', env));
+      await rig.waitForLog(app.configId, 'the cut-short run reported', (l) => l.source === 'SYSTEM' && l.type === 'WARN' && /^runEveryMinute of \S+ was cut short \(the worker running it stopped\): it is not run again for that period$/.test(l.message), 30_000);
+      // Not again in that minute (the next minute's run is due, and allowed).
+      const inThatMinute = () => sink.requests.filter((r) => Math.floor(r.at / 60_000) === minute).length;
+      await new Promise((r) => setTimeout(r, Math.max(0, Math.min(3_000, (minute + 1) * 60_000 - Date.now() - 200))));
+      expect(inThatMinute()).toBe(1);
+    } finally {
+      for (const w of workers) {
+        w.kill('SIGKILL');
+        await w.exited;
+      }
+    }
+  });
+
   it('jobs - a worker deletes the finished job runs whose requests PLUGIN_JOBS no longer keeps; newer and unfinished ones stay', async () => {
     await using rig = await startPluginRig();
     const { config } = await (await jetstreamManager(rig.nc)).streams.info('PLUGIN_JOBS');
@@ -343,6 +376,44 @@ describe('plugin scheduled tasks and jobs', () => {
     const ids = async () => (await rig.f.db.query<{ job_id: string }>('SELECT job_id FROM plugin_job_runs ORDER BY job_id')).rows.map((r) => r.job_id);
     await waitFor('the old run deleted', async () => !(await ids()).includes('gone'), 20_000, 100);
     expect(await ids()).toEqual(['recent', 'unfinished', 'within the margin']);
+  });
+
+  it('jobs - a job cut short by kill -9 of its worker is reported by the next holder and not run again; the next request runs', async () => {
+    await using rig = await startPluginRig();
+    await rig.worker.stop();
+    // The slow job's request is answered long after the kill: the job is running when its worker dies.
+    await using sink = await startHttpSink((r) => (r.path === '/slow' ? new Promise((resolve) => setTimeout(() => resolve(200), 20_000)) : 200));
+    const app = await rig.install(
+      `export const jobs = {
+        slow: async (payload, { config }) => { await fetch(config.url + '/slow', { method: 'POST' }) },
+        quick: async (payload, { config }) => { await fetch(config.url + '/quick', { method: 'POST' }) },
+      }`,
+      { collection: 'pipeline_import_apps', name: 'Jobs', config: { url: sink.url } },
+    );
+    const job = (type: string) => rig.f.api('POST', `/api/projects/${rig.user.projectId}/plugin_configs/${app.configId}/job/`, { key: rig.user.key, body: { job: { type, payload: {} } } });
+    const env = workerEnv(rig.f.nats.url, rig.f.databaseUrl, { ...FAST_PLUGINS, PLUGIN_WALL_TIMEOUT: '60s' });
+    const workers: WorkerProcess[] = [];
+    const count = (path: string) => sink.requests.filter((r) => r.path === path).length;
+    try {
+      const a = await spawnWorker('jobs-a', env);
+      workers.push(a);
+      expect((await job('slow')).status).toBe(200);
+      await waitFor('the slow job running', () => count('/slow') === 1, 30_000, 50);
+      a.kill('SIGKILL');
+      await a.exited;
+      expect((await job('quick')).status).toBe(200);
+      workers.push(await spawnWorker('jobs-b', env));
+      await rig.waitForLog(app.configId, 'the cut-short job reported', (l) => l.source === 'SYSTEM' && l.type === 'WARN' && /^Job "slow" \([0-9a-f-]+\), started .*, was cut short: the worker running it stopped\. It is not run again\.$/.test(l.message), 60_000);
+      await waitFor('the next job', () => count('/quick') === 1, 30_000, 50);
+      await new Promise((r) => setTimeout(r, 2_000));
+      expect(count('/slow')).toBe(1);
+      expect(count('/quick')).toBe(1);
+    } finally {
+      for (const w of workers) {
+        w.kill('SIGKILL');
+        await w.exited;
+      }
+    }
   });
 
   it('jobs - POST …/job/ runs the job once with its payload; read again, it does not run again; an unknown job is an ERROR', async () => {
