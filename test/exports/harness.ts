@@ -154,4 +154,19 @@ export async function startExportRig(
   };
 }
 
-
+/** An S3 destination on the rig's s3rver (JSONLines gzip under `posthog/{year}-{month}` unless `config` says otherwise). */
+export function s3Destination(r: ExportRig, config: Record<string, unknown> = {}): { type: 'S3'; config: Record<string, unknown> } {
+  return {
+    type: 'S3',
+    config: {
+      bucket_name: 'exports',
+      region: 'us-east-1',
+      prefix: 'posthog/{year}-{month}',
+      endpoint_url: r.s3.endpoint,
+      aws_access_key_id: r.s3.accessKeyId,
+      aws_secret_access_key: r.s3.secretAccessKey,
+      compression: 'gzip',
+      ...config,
+    },
+  };
+}

@@ -196,6 +196,24 @@ export interface WorkerProcess {
   kill(signal?: NodeJS.Signals): void;
 }
 
+/** Worker processes a test starts with one environment, all killed (-9) when it ends (`await using`). */
+export function workerProcesses(env: Record<string, string>): AsyncDisposable & { spawn(id: string): Promise<WorkerProcess> } {
+  const started: WorkerProcess[] = [];
+  return {
+    async spawn(id) {
+      const w = await spawnWorker(id, env);
+      started.push(w);
+      return w;
+    },
+    async [Symbol.asyncDispose]() {
+      for (const w of started) {
+        w.kill('SIGKILL');
+        await w.exited;
+      }
+    },
+  };
+}
+
 /** Runs `workers/main` as a real child process (through tsx under tests). */
 export async function spawnWorker(id: string, env: Record<string, string>): Promise<WorkerProcess> {
   const mod = runtimeModule(import.meta.url, '../../workers/main');

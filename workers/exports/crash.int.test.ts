@@ -5,7 +5,7 @@ import { gunzipSync } from 'node:zlib';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CapturedEvent } from '../../lib/index.js';
-import { startExportRig, type ExportRig } from '../../test/exports/harness.js';
+import { s3Destination, startExportRig, type ExportRig } from '../../test/exports/harness.js';
 import { freshDatabase, waitFor } from '../../test/kit/index.js';
 import { capture, publishEvents, spawnWorker, waitForProcessed, workerEnv, type WorkerProcess } from '../../test/workers/harness.js';
 
@@ -42,10 +42,7 @@ describe('exports crash safety', () => {
     const u = new URL(destUrl);
     const s3 = await rig.putExport({
       id: crypto.randomUUID(),
-      destination: {
-        type: 'S3',
-        config: { bucket_name: 'exports', region: 'us-east-1', prefix: 'crash', endpoint_url: rig.s3.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', compression: 'gzip', max_file_size_mb: 1 },
-      },
+      destination: s3Destination(rig, { prefix: 'crash', max_file_size_mb: 1 }),
     });
     const postgres = await rig.putExport({
       id: crypto.randomUUID(),

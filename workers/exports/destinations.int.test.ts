@@ -13,7 +13,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { STREAMS, type CapturedEvent } from '../../lib/index.js';
-import { startExportRig, type ExportRig } from '../../test/exports/harness.js';
+import { s3Destination, startExportRig, type ExportRig } from '../../test/exports/harness.js';
 import { freshDatabase, waitFor } from '../../test/kit/index.js';
 import { capture, publishEvents, waitForCommitted, waitForProcessed } from '../../test/workers/harness.js';
 
@@ -111,10 +111,7 @@ describe('export destinations', () => {
     await withEvents(rig, sent);
     const record = await rig.putExport({
       id: crypto.randomUUID(),
-      destination: {
-        type: 'S3',
-        config: { bucket_name: 'exports', region: 'us-east-1', prefix: 'pq', endpoint_url: rig.s3.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', file_format: 'Parquet', max_file_size_mb: 1 },
-      },
+      destination: s3Destination(rig, { prefix: 'pq', compression: null, file_format: 'Parquet', max_file_size_mb: 1 }),
     });
     const backfillId = await rig.backfill(record, HOUR.start, HOUR.end);
     const done = await rig.waitForRun('the backfill run', (l) => l.backfill_id === backfillId && l.status === 'Completed');
@@ -141,10 +138,7 @@ describe('export destinations', () => {
     await withEvents(rig, sent);
     const record = await rig.putExport({
       id: crypto.randomUUID(),
-      destination: {
-        type: 'S3',
-        config: { bucket_name: 'exports', region: 'us-east-1', prefix: 'jl', endpoint_url: rig.s3.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', compression: 'gzip', max_file_size_mb: 1 },
-      },
+      destination: s3Destination(rig, { prefix: 'jl', max_file_size_mb: 1 }),
     });
     const backfillId = await rig.backfill(record, HOUR.start, HOUR.end);
     const done = await rig.waitForRun('the backfill run', (l) => l.backfill_id === backfillId && l.status === 'Completed');
@@ -172,8 +166,7 @@ describe('export destinations', () => {
     rig = await startExportRig();
     const sent = eventsBetween(500, HOUR.start, HOUR.end);
     await withEvents(rig, sent);
-    const config = { bucket_name: 'exports', region: 'us-east-1', prefix: 'br', endpoint_url: rig.s3.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', compression: 'brotli' };
-    const record = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'S3', config } });
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination: s3Destination(rig, { prefix: 'br', compression: 'brotli' }) });
     const id = await rig.backfill(record, HOUR.start, HOUR.end);
     await rig.waitForRun('the run', (l) => l.backfill_id === id && l.status === 'Completed');
     const [key] = await rig.s3.list('exports', 'br/');
@@ -195,8 +188,7 @@ describe('export destinations', () => {
     const sent = eventsBetween(20_000, HOUR.start, HOUR.end, (i) => ({ properties: { i, noise: randomBytes(700).toString('base64') } }));
     await withEvents(rig, sent);
     const proxy = await recordingS3Proxy(rig.s3.endpoint, (req) => (req.method === 'PUT' && /[?&]partNumber=/.test(req.url!) ? 503 : undefined));
-    const config = { bucket_name: 'exports', region: 'us-east-1', prefix: 'broken', endpoint_url: proxy.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER', compression: 'gzip' };
-    const record = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'S3', config } });
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination: s3Destination(rig, { prefix: 'broken', endpoint_url: proxy.endpoint }) });
     const id = await rig.backfill(record, HOUR.start, HOUR.end);
     // Failed or FailedRetryable by what the store answers last (s3rver refuses the upload's abort, 405).
     const failed = await rig.waitForRun('the failed run', (l) => l.backfill_id === id && (l.status === 'Failed' || l.status === 'FailedRetryable'), 40_000);
@@ -211,11 +203,8 @@ describe('export destinations', () => {
     const sent = eventsBetween(20_000, HOUR.start, HOUR.end);
     await withEvents(rig, sent);
     const proxy = await recordingS3Proxy(rig.s3.endpoint);
-    const config = {
-      bucket_name: 'exports', region: 'us-east-1', prefix: 'sse', endpoint_url: proxy.endpoint, aws_access_key_id: 'S3RVER', aws_secret_access_key: 'S3RVER',
-      encryption: 'aws:kms', kms_key_id: 'arn:aws:kms:us-east-1:111122223333:key/spate-test',
-    };
-    const record = await rig.putExport({ id: crypto.randomUUID(), destination: { type: 'S3', config } });
+    const destination = s3Destination(rig, { prefix: 'sse', endpoint_url: proxy.endpoint, compression: null, encryption: 'aws:kms', kms_key_id: 'arn:aws:kms:us-east-1:111122223333:key/spate-test' });
+    const record = await rig.putExport({ id: crypto.randomUUID(), destination });
     const id = await rig.backfill(record, HOUR.start, HOUR.end);
     const done = await rig.waitForRun('the run', (l) => l.backfill_id === id && l.status === 'Completed');
     expect(done.records_completed).toBe(20_000);
@@ -232,7 +221,7 @@ describe('export destinations', () => {
     }
     const create = writes[kinds.indexOf('CreateMultipartUpload')]!;
     expect(create.headers['x-amz-server-side-encryption']).toBe('aws:kms');
-    expect(create.headers['x-amz-server-side-encryption-aws-kms-key-id']).toBe(config.kms_key_id);
+    expect(create.headers['x-amz-server-side-encryption-aws-kms-key-id']).toBe(destination.config.kms_key_id);
   });
 
   it('S3 - a missing bucket fails at once with an error a person can act on; repeated failures ask the admin server to pause the export', async () => {

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { BatchExportRunLine, CapturedEvent } from '../../lib/index.js';
 import { freshDatabase, waitFor } from '../../test/kit/index.js';
 import { EventHooks, type ExportClock } from '../index.js';
-import { startExportRig, type ExportRig } from '../../test/exports/harness.js';
+import { s3Destination, startExportRig, type ExportRig } from '../../test/exports/harness.js';
 import { capture, publishEvents, waitForProcessed } from '../../test/workers/harness.js';
 
 let rig: ExportRig | undefined;
@@ -22,22 +22,6 @@ function eventsBetween(count: number, from: string, to: string, names = ['pagevi
   return Array.from({ length: count }, (_, i) =>
     capture(1, names[i % names.length]!, `user-${i % 37}`, { i, $current_url: 'https://example.com/' }, { timestamp: new Date(start + Math.floor(i * step)).toISOString() }),
   );
-}
-
-function s3Destination(r: ExportRig, config: Record<string, unknown> = {}) {
-  return {
-    type: 'S3',
-    config: {
-      bucket_name: 'exports',
-      region: 'us-east-1',
-      prefix: 'posthog/{year}-{month}',
-      endpoint_url: r.s3.endpoint,
-      aws_access_key_id: r.s3.accessKeyId,
-      aws_secret_access_key: r.s3.secretAccessKey,
-      compression: 'gzip',
-      ...config,
-    },
-  };
 }
 
 function jsonLines(body: Buffer, gzip: boolean): Array<Record<string, unknown>> {

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { TaskClock } from '../index.js';
 import { FAST_PLUGINS, startPluginRig } from '../../test/plugins/harness.js';
 import { startHttpSink, waitFor } from '../../test/kit/index.js';
-import { capture, publishEvents, spawnWorker, workerEnv, type WorkerProcess } from '../../test/workers/harness.js';
+import { capture, publishEvents, workerEnv, workerProcesses } from '../../test/workers/harness.js';
 
 describe('plugin destinations', () => {
   it('composeWebhook - Spate sends the webhook as composed (url, method, headers, body); null sends nothing', async () => {
@@ -172,35 +172,26 @@ describe('plugin destinations', () => {
       { collection: 'pipeline_destinations', name: 'Batcher', config: { url: sink.url } },
     );
     const env = workerEnv(rig.f.nats.url, rig.f.databaseUrl, { ...FAST_PLUGINS, PLUGIN_DELIVERY_BATCH: '100' });
-    const workers: WorkerProcess[] = [];
-    try {
-      const a = await spawnWorker('dest-a', env);
-      workers.push(a);
-      const p = rig.user.projectId;
-      const events = Array.from({ length: 2_000 }, (_, i) => capture(p, `e${i % 7}`, `user-${i % 97}`, { i }));
-      const received = () => sink.requests.flatMap((r) => JSON.parse(r.body) as string[]);
-      for (let round = 0; round < 5; round++) await publishEvents(rig.js, events.slice(round * 200, round * 200 + 200));
-      await waitFor('deliveries under way', () => received().length >= 300, 60_000, 50);
-      a.kill('SIGKILL');
-      await a.exited;
-      for (let round = 5; round < 10; round++) await publishEvents(rig.js, events.slice(round * 200, round * 200 + 200));
-      const b = await spawnWorker('dest-b', env);
-      workers.push(b);
-      await waitFor('every event delivered', () => new Set(received()).size >= events.length, 90_000, 200);
-      const all = received();
-      const unique = new Set(all);
-      for (const e of events) expect(unique.has(e.uuid), e.uuid).toBe(true);
-      const duplicates = all.length - unique.size;
-      console.log(`kill -9 of the destination's holder: ${events.length} events, ${all.length} deliveries, ${duplicates} duplicates`);
-      // Only the batches in flight when it was killed come again: at most PLUGIN_DELIVERY_WINDOW × BATCH.
-      expect(duplicates).toBeLessThanOrEqual(4 * 100);
-      expect((await rig.logs(dest.configId)).filter((l) => l.type === 'ERROR')).toEqual([]);
-    } finally {
-      for (const w of workers) {
-        w.kill('SIGKILL');
-        await w.exited;
-      }
-    }
+    await using procs = workerProcesses(env);
+    const a = await procs.spawn('dest-a');
+    const p = rig.user.projectId;
+    const events = Array.from({ length: 2_000 }, (_, i) => capture(p, `e${i % 7}`, `user-${i % 97}`, { i }));
+    const received = () => sink.requests.flatMap((r) => JSON.parse(r.body) as string[]);
+    for (let round = 0; round < 5; round++) await publishEvents(rig.js, events.slice(round * 200, round * 200 + 200));
+    await waitFor('deliveries under way', () => received().length >= 300, 60_000, 50);
+    a.kill('SIGKILL');
+    await a.exited;
+    for (let round = 5; round < 10; round++) await publishEvents(rig.js, events.slice(round * 200, round * 200 + 200));
+    await procs.spawn('dest-b');
+    await waitFor('every event delivered', () => new Set(received()).size >= events.length, 90_000, 200);
+    const all = received();
+    const unique = new Set(all);
+    for (const e of events) expect(unique.has(e.uuid), e.uuid).toBe(true);
+    const duplicates = all.length - unique.size;
+    console.log(`kill -9 of the destination's holder: ${events.length} events, ${all.length} deliveries, ${duplicates} duplicates`);
+    // Only the batches in flight when it was killed come again: at most PLUGIN_DELIVERY_WINDOW × BATCH.
+    expect(duplicates).toBeLessThanOrEqual(4 * 100);
+    expect((await rig.logs(dest.configId)).filter((l) => l.type === 'ERROR')).toEqual([]);
   });
 
   it('destinations - a slow destination holds back neither person processing nor another destination', async () => {
@@ -333,27 +324,19 @@ describe('plugin scheduled tasks and jobs', () => {
       config: { url: sink.url },
     });
     const env = workerEnv(rig.f.nats.url, rig.f.databaseUrl, { ...FAST_PLUGINS, PLUGIN_WALL_TIMEOUT: '60s' });
-    const workers: WorkerProcess[] = [];
-    try {
-      const a = await spawnWorker('tasks-a', env);
-      workers.push(a);
-      // Its first minute is recorded, not run; the next one starts on the minute.
-      await waitFor('a run under way', () => sink.requests.length === 1, 90_000, 50);
-      const minute = Math.floor(Date.now() / 60_000);
-      a.kill('SIGKILL');
-      await a.exited;
-      workers.push(await spawnWorker('tasks-b', env));
-      await rig.waitForLog(app.configId, 'the cut-short run reported', (l) => l.source === 'SYSTEM' && l.type === 'WARN' && /^runEveryMinute of \S+ was cut short \(the worker running it stopped\): it is not run again for that period$/.test(l.message), 30_000);
-      // Not again in that minute (the next minute's run is due, and allowed).
-      const inThatMinute = () => sink.requests.filter((r) => Math.floor(r.at / 60_000) === minute).length;
-      await new Promise((r) => setTimeout(r, Math.max(0, Math.min(3_000, (minute + 1) * 60_000 - Date.now() - 200))));
-      expect(inThatMinute()).toBe(1);
-    } finally {
-      for (const w of workers) {
-        w.kill('SIGKILL');
-        await w.exited;
-      }
-    }
+    await using procs = workerProcesses(env);
+    const a = await procs.spawn('tasks-a');
+    // Its first minute is recorded, not run; the next one starts on the minute.
+    await waitFor('a run under way', () => sink.requests.length === 1, 90_000, 50);
+    const minute = Math.floor(Date.now() / 60_000);
+    a.kill('SIGKILL');
+    await a.exited;
+    await procs.spawn('tasks-b');
+    await rig.waitForLog(app.configId, 'the cut-short run reported', (l) => l.source === 'SYSTEM' && l.type === 'WARN' && /^runEveryMinute of \S+ was cut short \(the worker running it stopped\): it is not run again for that period$/.test(l.message), 30_000);
+    // Not again in that minute (the next minute's run is due, and allowed).
+    const inThatMinute = () => sink.requests.filter((r) => Math.floor(r.at / 60_000) === minute).length;
+    await new Promise((r) => setTimeout(r, Math.max(0, Math.min(3_000, (minute + 1) * 60_000 - Date.now() - 200))));
+    expect(inThatMinute()).toBe(1);
   });
 
   it('jobs - a worker deletes the finished job runs whose requests PLUGIN_JOBS no longer keeps; newer and unfinished ones stay', async () => {
@@ -392,28 +375,20 @@ describe('plugin scheduled tasks and jobs', () => {
     );
     const job = (type: string) => rig.f.api('POST', `/api/projects/${rig.user.projectId}/plugin_configs/${app.configId}/job/`, { key: rig.user.key, body: { job: { type, payload: {} } } });
     const env = workerEnv(rig.f.nats.url, rig.f.databaseUrl, { ...FAST_PLUGINS, PLUGIN_WALL_TIMEOUT: '60s' });
-    const workers: WorkerProcess[] = [];
+    await using procs = workerProcesses(env);
     const count = (path: string) => sink.requests.filter((r) => r.path === path).length;
-    try {
-      const a = await spawnWorker('jobs-a', env);
-      workers.push(a);
-      expect((await job('slow')).status).toBe(200);
-      await waitFor('the slow job running', () => count('/slow') === 1, 30_000, 50);
-      a.kill('SIGKILL');
-      await a.exited;
-      expect((await job('quick')).status).toBe(200);
-      workers.push(await spawnWorker('jobs-b', env));
-      await rig.waitForLog(app.configId, 'the cut-short job reported', (l) => l.source === 'SYSTEM' && l.type === 'WARN' && /^Job "slow" \([0-9a-f-]+\), started .*, was cut short: the worker running it stopped\. It is not run again\.$/.test(l.message), 60_000);
-      await waitFor('the next job', () => count('/quick') === 1, 30_000, 50);
-      await new Promise((r) => setTimeout(r, 2_000));
-      expect(count('/slow')).toBe(1);
-      expect(count('/quick')).toBe(1);
-    } finally {
-      for (const w of workers) {
-        w.kill('SIGKILL');
-        await w.exited;
-      }
-    }
+    const a = await procs.spawn('jobs-a');
+    expect((await job('slow')).status).toBe(200);
+    await waitFor('the slow job running', () => count('/slow') === 1, 30_000, 50);
+    a.kill('SIGKILL');
+    await a.exited;
+    expect((await job('quick')).status).toBe(200);
+    await procs.spawn('jobs-b');
+    await rig.waitForLog(app.configId, 'the cut-short job reported', (l) => l.source === 'SYSTEM' && l.type === 'WARN' && /^Job "slow" \([0-9a-f-]+\), started .*, was cut short: the worker running it stopped\. It is not run again\.$/.test(l.message), 60_000);
+    await waitFor('the next job', () => count('/quick') === 1, 30_000, 50);
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(count('/slow')).toBe(1);
+    expect(count('/quick')).toBe(1);
   });
 
   it('jobs - POST …/job/ runs the job once with its payload; read again, it does not run again; an unknown job is an ERROR', async () => {
