@@ -37,13 +37,21 @@ export function eventView(batch: SandboxBatch, event: SandboxEvent): Record<stri
   return view;
 }
 
+/** Each event's JSON text as a plugin sees it, made once per batch (a result may name its own: results.ts "V"). */
+const texts = new WeakMap<SandboxBatch, string[]>();
+export function eventTexts(batch: SandboxBatch): readonly string[] {
+  let made = texts.get(batch);
+  if (!made) texts.set(batch, (made = batch.events.map((e) => JSON.stringify(eventView(batch, e)))));
+  return made;
+}
+
 /**
  * `key`: "t<field>" a top-level field, "p<name>" a property, "k" the top-level keys; "s" the
  * events whole, one JSON text a line (JSON.stringify never writes a line break).
  */
 export function columnText(batch: SandboxBatch, key: string): string {
   const { events } = batch;
-  if (key === 's') return events.map((e) => JSON.stringify(eventView(batch, e))).join('\n');
+  if (key === 's') return eventTexts(batch).join('\n');
   const values: unknown[] = new Array(events.length);
   if (key === 'k') {
     for (let i = 0; i < events.length; i++) values[i] = topKeys(events[i]!);

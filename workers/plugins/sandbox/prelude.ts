@@ -246,12 +246,25 @@ export const PRELUDE = String.raw`
     return 'j' + str(json(v));
   }
   // A value whose body is a string (a webhook: often an event's JSON) sends the body as it is,
-  // beside the JSON of the rest, rather than escaped inside it (a third of composeWebhook's cost).
-  function valueRecord(r) {
+  // beside the JSON of the rest, rather than escaped inside it (a third of composeWebhook's cost);
+  // a body that is the event's own text, unchanged, is not sent at all: the host has it ("V").
+  // Most webhooks are { url, body } to one URL: the JSON of { url } is made once per URL.
+  var lastUrl, lastUrlJson;
+  function restJson(r) {
+    var onlyUrl = typeof r.url === 'string' && hasOwn.call(r, 'url');
+    for (var k in r) if (k !== 'body' && k !== 'url' && hasOwn.call(r, k)) { onlyUrl = false; break; }
+    if (onlyUrl) {
+      if (r.url !== lastUrl) { lastUrlJson = str(json({ url: r.url })); lastUrl = r.url; }
+      return lastUrlJson;
+    }
+    var rest = {};
+    for (var k2 in r) if (k2 !== 'body' && hasOwn.call(r, k2)) rest[k2] = r[k2];
+    return str(json(rest));
+  }
+  function valueRecord(r, t) {
     if (isObject(r) && !Array.isArray(r) && typeof r.body === 'string' && Object.getPrototypeOf(r) === Object.prototype) {
-      var rest = {};
-      for (var k in r) if (k !== 'body' && hasOwn.call(r, k)) rest[k] = r[k];
-      return 'W' + str(json(rest)) + str(r.body);
+      if (t.s !== undefined && t[X] === undefined && r.body === t.s) return 'V' + restJson(r);
+      return 'W' + restJson(r) + str(r.body);
     }
     return 'R' + str(json(r));
   }
@@ -267,7 +280,7 @@ export const PRELUDE = String.raw`
     var out;
     if (mode === 'void') return;
     if (mode === 'value') {
-      out = r === null || r === undefined ? 'N' : valueRecord(r);
+      out = r === null || r === undefined ? 'N' : valueRecord(r, t);
     } else if (r === proxy) {
       if (t[X] === undefined) return;
       out = patchOf(t, 'T');

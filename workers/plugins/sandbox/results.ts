@@ -4,6 +4,8 @@
 //   P<key><value>  set a property               D<key>  delete a property
 //   A<json>        replace all properties       R<json> the result as a whole (another object)
 //   W<json><body>  a result object whose string `body` comes apart, unescaped (webhooks)
+//   V<json>        a result object whose `body` is the event's own JSON text, as the host made it
+//                  (columns.ts eventTexts: a webhook of the whole event crosses back as nothing)
 //   N              null or undefined            E<name><message>  the call threw
 // where <key>, <json>, <name>, <message> are `<length>:<text>` (length in UTF-16 units, as the
 // engine counts) and <value> is s<str> | n<str> | b1 | b0 | z (null) | u (undefined) | j<json>.
@@ -30,8 +32,11 @@ export class ResultFormatError extends Error {
   override name = 'ResultFormatError';
 }
 
-/** Decodes a batch's result string into outcomes, in the order the events settled. */
-export function decodeResults(text: string): EventOutcome[] {
+/**
+ * Decodes a batch's result string into outcomes, in the order the events settled. `ownText`: the
+ * JSON text of event `index` as the plugin saw it (for "V").
+ */
+export function decodeResults(text: string, ownText: (index: number) => string | undefined = () => undefined): EventOutcome[] {
   const out: EventOutcome[] = [];
   let at = 0;
   const fail = (what: string): never => {
@@ -104,6 +109,16 @@ export function decodeResults(text: string): EventOutcome[] {
           const value = JSON.parse(json) as Record<string, unknown>;
           value.body = body;
           out.push({ kind: 'result', index, value, size: json.length + body.length });
+          done = true;
+          break;
+        }
+        case 'V': {
+          const json = sized();
+          const body = ownText(index);
+          if (body === undefined) fail('no text of the event');
+          const value = JSON.parse(json) as Record<string, unknown>;
+          value.body = body;
+          out.push({ kind: 'result', index, value, size: json.length + body!.length });
           done = true;
           break;
         }

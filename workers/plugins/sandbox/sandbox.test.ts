@@ -123,6 +123,34 @@ describe('plugin sandbox', () => {
     expect(await s.runBatch('onEvent', 'void', batch)).toEqual([{ kind: 'error', index: 0, name: 'RetryError', message: 'later' }]);
   });
 
+  it('sandbox - webhooks: the whole event, another event, a changed event and URLs that alternate each come back as composed', async () => {
+    const s = await sandbox(`var first = null
+    export function composeWebhook(event, { config }) {
+      first = first || event
+      const n = event.properties.n
+      if (n === 1) return { url: config.url + 'b', body: JSON.stringify(first) }
+      if (n === 2) event.properties.added = true
+      return { url: config.url + (n % 2 ? 'b' : 'a'), body: JSON.stringify(event) }
+    }`, { config: { url: 'http://sink.example/' } });
+    const batch = events(4);
+    const visible = (i: number) => {
+      const { token: _t, project_id: _p, ...rest } = batch.events[i]!;
+      return { ...rest, team_id: 7 };
+    };
+    for (let round = 0; round < 2; round++) {
+      const out = await s.runBatch('composeWebhook', 'value', batch);
+      const sent = out.map((o) => (o as { value: { url: string; body: string } }).value);
+      expect(sent.map((w) => w.url)).toEqual(['http://sink.example/a', 'http://sink.example/b', 'http://sink.example/a', 'http://sink.example/b']);
+      // Event 1's webhook carries event 0 (the first event the engine saw).
+      expect(sent.map((w) => JSON.parse(w.body) as unknown)).toEqual([
+        visible(0),
+        visible(0),
+        { ...visible(2), properties: { ...visible(2).properties, added: true } },
+        visible(3),
+      ]);
+    }
+  });
+
   it('sandbox - events a read-only method keeps past its call stay whole (a buffer across batches)', async () => {
     const { host, logs } = recordingHost();
     const s = await sandbox(

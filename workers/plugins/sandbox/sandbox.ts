@@ -11,7 +11,7 @@
 import { performance } from 'node:perf_hooks';
 import type { QuickJSContext, QuickJSDeferredPromise, QuickJSHandle, QuickJSRuntime } from 'quickjs-emscripten-core';
 import { newQuickJS, PLUGIN_CODE_PREFIX, PLUGIN_CODE_SUFFIX } from '../../../lib/index.js';
-import { columnText } from './columns.js';
+import { columnText, eventTexts } from './columns.js';
 import { PRELUDE } from './prelude.js';
 import { decodeResults, type EventOutcome } from './results.js';
 
@@ -248,7 +248,8 @@ export class Sandbox {
       const outcomes = new Map<number, BatchOutcome>();
       // The prelude that writes results shares the plugin's realm (a plugin can replace what it
       // calls), so an index is trusted only inside the batch.
-      for (const o of decodeResults(text)) if (Number.isInteger(o.index) && o.index >= 0 && o.index < n) outcomes.set(o.index, o);
+      const own = (index: number) => (index >= 0 && index < n ? eventTexts(batch)[index] : undefined);
+      for (const o of decodeResults(text, own)) if (Number.isInteger(o.index) && o.index >= 0 && o.index < n) outcomes.set(o.index, o);
       for (const [index, message] of timeouts) outcomes.set(index, { kind: 'timeout', index, message });
       return [...outcomes.values()].sort((a, b) => a.index - b.index);
     } finally {
