@@ -172,7 +172,7 @@ export const workerConfigDefinition = {
   pluginBreakerTimeouts: setting(
     'PLUGIN_BREAKER_TIMEOUTS',
     envInt(5, 0),
-    'disable a plugin config when this many of the last PLUGIN_BREAKER M events ran out of time (each holds its shard up to twice PLUGIN_CPU_TIMEOUT); 0: never',
+    'disable a plugin config when this many of the last PLUGIN_BREAKER M events ran out of time (each holds its shard up to twice PLUGIN_CPU_TIMEOUT), and let no more than this many of one batch run out of time: the rest of the batch goes on without the plugin; 0: never (a batch then waits for each of its events to time out)',
   ),
 };
 

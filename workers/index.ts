@@ -128,7 +128,15 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         databaseUrl: config.databaseUrl,
         keyring: secretKeyringOf(config),
         egressAllow: config.pluginEgressAllow,
-        limits: { memoryBytes: config.pluginMemoryLimit, stackBytes: 1024 * 1024, cpuMs: config.pluginCpuTimeout, wallMs: config.pluginWallTimeout },
+        // 256 KiB: deep recursion fails in the plugin (~1,300 frames of a small function) before
+        // Node's own stack does under the engine's frames (at 1 MiB it did: the engine broke).
+        limits: {
+          memoryBytes: config.pluginMemoryLimit,
+          stackBytes: 256 * 1024,
+          cpuMs: config.pluginCpuTimeout,
+          wallMs: config.pluginWallTimeout,
+          batchTimeouts: config.pluginBreakerTimeouts,
+        },
         setup: { attempts: config.pluginSetupAttempts, backoffMs: config.pluginSetupBackoff },
         breaker: { failures: config.pluginBreaker.n, of: config.pluginBreaker.of, timeouts: config.pluginBreakerTimeouts },
         logRatePerSecond: config.pluginLogRate,

@@ -122,7 +122,7 @@ export class PluginInstance {
     this.inFlight++;
     try {
       const outcomes = await sandbox.runBatch(method, mode, batch);
-      if (sandbox.broken) this.restart('it ran out of memory');
+      if (sandbox.broken) this.restart('its engine failed (it ran out of memory or stack)');
       return outcomes;
     } catch (err) {
       if (err instanceof SandboxError && (err.code === 'out_of_memory' || err.code === 'broken')) {
@@ -146,6 +146,9 @@ export class PluginInstance {
     this.inFlight++;
     try {
       return { value: await sandbox.call(method, args) };
+    } catch (err) {
+      if (err instanceof SandboxError && (err.code === 'out_of_memory' || err.code === 'broken')) this.restart(`its engine failed (${err.message})`);
+      throw err;
     } finally {
       this.inFlight--;
       if (this.inFlight === 0) this.idled();

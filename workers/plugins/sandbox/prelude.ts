@@ -231,7 +231,13 @@ export const PRELUDE = String.raw`
   };
 
   // --- results, length-prefixed (results.ts) ---------------------------------------------------
-  function str(s) { return s.length + ':' + s; }
+  // Lengths count UTF-16 units; a lone surrogate leaves the engine as three characters (U+FFFD),
+  // which would shift every record after it: such a string goes as the replacement character.
+  var isWellFormed = String.prototype.isWellFormed, toWellFormed = String.prototype.toWellFormed;
+  function str(s) {
+    if (!isWellFormed.call(s)) s = toWellFormed.call(s);
+    return s.length + ':' + s;
+  }
   function json(v) {
     var text = JSON.stringify(v);
     if (text === undefined) throw new TypeError('cannot be sent as JSON');

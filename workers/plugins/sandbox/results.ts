@@ -33,12 +33,15 @@ export class ResultFormatError extends Error {
 }
 
 /**
- * Decodes a batch's result string into outcomes, in the order the events settled. `ownText`: the
- * JSON text of event `index` as the plugin saw it (for "V").
+ * Decodes a batch's result string into outcomes, in the order the events settled. `events`: the
+ * batch's count; a plugin can forge records (it shares the prelude's realm), so more records than
+ * events is malformed, not decoded (each record costs the host memory). `ownText`: the JSON text
+ * of event `index` as the plugin saw it (for "V").
  */
-export function decodeResults(text: string, ownText: (index: number) => string | undefined = () => undefined): EventOutcome[] {
+export function decodeResults(text: string, events: number, ownText: (index: number) => string | undefined = () => undefined): EventOutcome[] {
   const out: EventOutcome[] = [];
   let at = 0;
+  let records = 0;
   const fail = (what: string): never => {
     throw new ResultFormatError(`malformed sandbox result at ${at}: ${what}`);
   };
@@ -72,6 +75,7 @@ export function decodeResults(text: string, ownText: (index: number) => string |
   while (at < text.length) {
     const start = at;
     if (text[at] !== '@') fail('record');
+    if (++records > events) fail(`more records than the batch's ${events} events`);
     const semi = text.indexOf(';', at);
     const index = Number(text.slice(at + 1, semi));
     if (semi === -1 || !Number.isInteger(index) || index < 0) fail('index');

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { compilePluginSource } from '../../../lib/index.js';
 import { MAX_HOST_CALLS_IN_FLIGHT, Sandbox, SandboxError, type SandboxBatch, type SandboxHost, type SandboxLimits } from './index.js';
 
-const LIMITS: SandboxLimits = { memoryBytes: 16 * 1024 * 1024, stackBytes: 512 * 1024, cpuMs: 100, wallMs: 2_000 };
+const LIMITS: SandboxLimits = { memoryBytes: 16 * 1024 * 1024, stackBytes: 256 * 1024, cpuMs: 100, wallMs: 2_000 };
 const open: Sandbox[] = [];
 afterEach(() => {
   for (const s of open.splice(0)) s.dispose();
@@ -193,6 +193,79 @@ describe('plugin sandbox', () => {
     expect(await s.runBatch('processEvent', 'event', { teamId: 7, events: events(2).events })).toHaveLength(2);
   });
 
+  it('sandbox - a plugin slow on every event never holds the event loop for more than the CPU limit, and a batch for a few timeouts', async () => {
+    // Every event loops: 40 events would hold the loop 40 × 50 ms.
+    const s = await sandbox('export function processEvent(event) { while (true) {} }', { limits: { cpuMs: 50, batchTimeouts: 5 } });
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 5);
+    const started = performance.now();
+    const out = await s.runBatch('processEvent', 'event', events(40));
+    const took = performance.now() - started;
+    clearInterval(timer);
+    expect(out.map((o) => o.kind)).toEqual(Array(40).fill('timeout'));
+    expect(out[4]).toMatchObject({ message: 'ran for more than 50 ms of CPU time' });
+    expect(out[5]).toMatchObject({ message: 'was not run: the plugin ran out of CPU time on 5 events of this batch' });
+    expect(took).toBeLessThan(1_500);
+    // Between the engine's calls the loop ran (each call ≤ 50 ms; without yielding: never).
+    expect(ticks).toBeGreaterThanOrEqual(2);
+    // Under the limit (20 ms an event, 200 ms a call) nothing is stopped, and the loop still runs between calls.
+    const slow = await sandbox('export function processEvent(event) { const end = Date.now() + 20; while (Date.now() < end) {} event.properties.ok = 1; return event }', { limits: { cpuMs: 200, batchTimeouts: 5 } });
+    ticks = 0;
+    const again = setInterval(() => ticks++, 5);
+    const done = await slow.runBatch('processEvent', 'event', events(40));
+    clearInterval(again);
+    expect(done.map((o) => o.kind)).toEqual(Array(40).fill('patch'));
+    expect(ticks).toBeGreaterThanOrEqual(2);
+  });
+
+  it('sandbox - deep recursion fails in the plugin; an overflow of Node\'s own stack breaks only that engine', async () => {
+    const s = await sandbox(`export function processEvent(event) {
+      if (event.properties.n === 0) { const f = (n) => f(n + 1) + 1; f(0) }
+      if (event.properties.n === 1) { const g = (n) => (n === 300 ? 0 : g(n + 1) + 1); event.properties.depth = g(0) }
+      return event
+    }`);
+    const out = await s.runBatch('processEvent', 'event', events(2));
+    expect(out[0]).toMatchObject({ kind: 'error', index: 0, message: expect.stringMatching(/stack overflow/) });
+    expect(out[1]).toMatchObject({ kind: 'patch', index: 1, properties: [['depth', 300]] });
+    expect(s.broken).toBe(false);
+    // JSON of a deeply nested value recurses in the engine's C code, which Node's stack does not hold.
+    const deep = await sandbox(`export function processEvent(event) {
+      let a = []
+      for (let i = 0; i < 200000; i++) a = [a]
+      event.properties.deep = JSON.stringify(a).length
+      return event
+    }`, { limits: { cpuMs: 5_000 } });
+    const failed = await deep.runBatch('processEvent', 'event', events(2));
+    expect(failed).toEqual([
+      { kind: 'error', index: 0, name: 'InternalError', message: 'stack overflow' },
+      { kind: 'error', index: 1, name: 'InternalError', message: 'stack overflow' },
+    ]);
+    expect(deep.broken).toBe(true);
+    await expect(deep.runBatch('processEvent', 'event', events(1))).resolves.toEqual([{ kind: 'error', index: 0, name: 'InternalError', message: 'the engine failed before' }]);
+  });
+
+  it('sandbox - a lone surrogate a plugin makes (cutting an emoji in two) crosses back as the replacement character', async () => {
+    const s = await sandbox(`export function processEvent(event) { event.properties.cut = 'Hello 😀 world'.slice(0, 7); event.properties.after = 'ok'; return event }
+    export function composeWebhook(event) { return { url: 'http://sink.example/' + 'x😀'.slice(0, 2), body: 'Hello 😀'.slice(0, 7) + event.event } }`);
+    const out = await s.runBatch('processEvent', 'event', events(2));
+    expect(out.map((o) => (o as { properties: unknown }).properties)).toEqual([
+      [
+        ['cut', 'Hello \uFFFD'],
+        ['after', 'ok'],
+      ],
+      [
+        ['cut', 'Hello \uFFFD'],
+        ['after', 'ok'],
+      ],
+    ]);
+    const hooks = await s.runBatch('composeWebhook', 'value', events(2));
+    expect(hooks.map((o) => (o as { value: unknown }).value)).toEqual([
+      // The url crosses inside JSON, which escapes a lone surrogate (it stays one); the body crosses raw.
+      { url: 'http://sink.example/x\ud83d', body: 'Hello \uFFFDclicked' },
+      { url: 'http://sink.example/x\ud83d', body: 'Hello \uFFFD$pageview' },
+    ]);
+  });
+
   it('sandbox - allocating without bound is stopped by the memory limit', async () => {
     const s = await sandbox('const kept: object[] = []\nexport function processEvent(event) { for (;;) kept.push({ n: kept.length, list: [kept.length, "item " + kept.length] }) }', { limits: { memoryBytes: 8 * 1024 * 1024, cpuMs: 10_000 } });
     const out = await s.runBatch('processEvent', 'event', events(1));
@@ -268,13 +341,35 @@ describe('plugin sandbox', () => {
          const text = join.call(this, sep)
          return sep === '' && text.startsWith('@') ? text + '@7;N' : text
        }
+       export function processEvent(event) { return event.properties.n === 0 ? null : event }`,
+    );
+    // One record of its own and one forged: no more than the batch's events, so decoded; the forged one is dropped.
+    const out = await s.runBatch('processEvent', 'event', events(2));
+    expect(out.map((o) => [o.index, o.kind])).toEqual([[0, 'null']]);
+  });
+
+  it('sandbox - forged pending lists and more records than events are refused, not trusted', async () => {
+    // The prelude lists pending events with Array.prototype.join, which the plugin can replace.
+    const pendingForged = await sandbox(
+      `const join = Array.prototype.join
+       export function onEvent(event) {
+         Array.prototype.join = function (sep) { return sep === ',' ? '7,x' : join.call(this, sep) }
+         return new Promise(() => {})
+       }`,
+      { limits: { wallMs: 200 } },
+    );
+    const out = await pendingForged.runBatch('onEvent', 'void', events(3));
+    expect(out.every((o) => o.index >= 0 && o.index < 3)).toBe(true);
+    // Millions of records for a batch of two would cost the host memory to decode.
+    const flood = await sandbox(
+      `const join = Array.prototype.join
+       Array.prototype.join = function (sep) {
+         const text = join.call(this, sep)
+         return sep === '' && text.startsWith('@') ? text + '@0;N'.repeat(100000) : text
+       }
        export function processEvent(event) { return null }`,
     );
-    const out = await s.runBatch('processEvent', 'event', events(2));
-    expect(out.map((o) => [o.index, o.kind])).toEqual([
-      [0, 'null'],
-      [1, 'null'],
-    ]);
+    await expect(flood.runBatch('processEvent', 'event', events(2))).rejects.toThrow(/more records than the batch's 2 events/);
   });
 
   it('sandbox - a promise that never settles, or one slower than the wall time, times out', async () => {

@@ -9,6 +9,7 @@
 // ends the call where it runs; the host reads which event was running and calls again from there
 // with a fresh budget, so an event is blamed only once it has used a whole budget alone.
 import { performance } from 'node:perf_hooks';
+import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { QuickJSContext, QuickJSDeferredPromise, QuickJSHandle, QuickJSRuntime } from 'quickjs-emscripten-core';
 import { newQuickJS, PLUGIN_CODE_PREFIX, PLUGIN_CODE_SUFFIX } from '../../../lib/index.js';
 import { columnText, eventTexts } from './columns.js';
@@ -32,12 +33,22 @@ export interface SandboxBatch {
 export interface SandboxLimits {
   /** Memory of the engine (QuickJS heap), bytes. */
   memoryBytes: number;
-  /** Stack of the engine, bytes. */
+  /**
+   * Stack of the engine, bytes: past it, deep recursion throws a RangeError in the plugin. Keep it
+   * well under what Node's own stack holds (~1 MB): the engine's frames run on it too, and an
+   * overflow there breaks the engine (it is replaced, its batch fails).
+   */
   stackBytes: number;
   /** CPU time one event (or one call) may run in the engine, ms (time waiting on the host excluded). */
   cpuMs: number;
   /** Wall time a batch or call may wait for what it awaits (fetch, storage, cache), ms. */
   wallMs: number;
+  /**
+   * Events of one batch that may run out of CPU time: past them the rest of the batch is not run
+   * (each a timeout), so a plugin that times out on every event holds a batch for this many
+   * timeouts, not one per event. 0 or absent: no bound.
+   */
+  batchTimeouts?: number;
 }
 
 /** What the sandbox asks of the host. */
@@ -217,12 +228,14 @@ export class Sandbox {
     const timeouts = new Map<number, string>();
     try {
       const cpu = `ran for more than ${this.limits.cpuMs} ms of CPU time`;
+      const mostTimeouts = this.limits.batchTimeouts || Infinity;
       for (let start = 0; ; ) {
         const result = this.callApi(this.api.run, [method, mode, id, n, start]);
         if (result.ok) break;
         if (!isInterrupt(result.error)) {
-          // The engine itself failed (its heap is full: even an exception cannot be made): every
-          // event of the batch failed, and the engine is of no further use.
+          // The engine itself failed (its heap is full: even an exception cannot be made; Node's
+          // stack overflowed under it): every event of the batch failed, and the engine is of no
+          // further use.
           const e = result.error.message === 'null' || isOutOfMemory(result.error) ? { name: 'InternalError', message: 'out of memory' } : result.error;
           return this.breakOn(n, e);
         }
@@ -234,10 +247,18 @@ export class Sandbox {
         } else {
           start = at === -1 ? n : at;
         }
+        if (timeouts.size >= mostTimeouts) {
+          for (let i = start; i < n; i++) timeouts.set(i, `was not run: the plugin ran out of CPU time on ${timeouts.size} events of this batch`);
+          break;
+        }
+        // Each call holds the event loop for at most the CPU limit: other work runs between them.
+        if (start < n) await yieldToLoop();
       }
       let text: string;
       try {
-        await this.settle(() => this.pendingOf(id), (indexes, why) => indexes.forEach((i) => timeouts.set(i, why)));
+        // The indexes come from the plugin's realm (it can replace what lists them): only the batch's count.
+        const inBatch = (i: number) => Number.isInteger(i) && i >= 0 && i < n;
+        await this.settle(() => this.pendingOf(id), (indexes, why) => indexes.filter(inBatch).forEach((i) => timeouts.set(i, why)));
         text = this.string(this.api.collect, [id]);
       } catch (err) {
         // The heap filled up while the batch ran, and only reading its results met it: the
@@ -249,7 +270,7 @@ export class Sandbox {
       // The prelude that writes results shares the plugin's realm (a plugin can replace what it
       // calls), so an index is trusted only inside the batch.
       const own = (index: number) => (index >= 0 && index < n ? eventTexts(batch)[index] : undefined);
-      for (const o of decodeResults(text, own)) if (Number.isInteger(o.index) && o.index >= 0 && o.index < n) outcomes.set(o.index, o);
+      for (const o of decodeResults(text, n, own)) if (Number.isInteger(o.index) && o.index >= 0 && o.index < n) outcomes.set(o.index, o);
       for (const [index, message] of timeouts) outcomes.set(index, { kind: 'timeout', index, message });
       return [...outcomes.values()].sort((a, b) => a.index - b.index);
     } finally {
@@ -265,6 +286,7 @@ export class Sandbox {
     this.check(method);
     const result = this.callApi(this.api.call, [method, JSON.stringify(args)], true);
     if (!result.ok) {
+      if (this.brokenFlag) throw new SandboxError('broken', `the plugin's engine failed: ${result.error.name}: ${result.error.message}`);
       if (isInterrupt(result.error)) throw new SandboxError('timeout', `${method} ran for more than ${this.limits.cpuMs} ms of CPU time`);
       if (isOutOfMemory(result.error)) throw new SandboxError('out_of_memory', `${method} ran out of memory`);
       throw new SandboxError('threw', `${result.error.name}: ${result.error.message}`, result.error.name);
@@ -297,6 +319,9 @@ export class Sandbox {
   dispose(): void {
     if (this.disposedFlag) return;
     this.disposedFlag = true;
+    // A broken engine is not freed handle by handle (QuickJS would abort on what it left): its
+    // memory is its WebAssembly instance's, gone with it.
+    if (this.brokenFlag) return;
     try {
       for (const d of this.deferreds) d.dispose();
       this.deferreds.clear();
@@ -321,10 +346,16 @@ export class Sandbox {
     args: Array<string | number>,
     keep = false,
   ): { ok: true; handle: QuickJSHandle } | { ok: false; error: { name: string; message: string } } {
+    if (this.brokenFlag) return { ok: false, error: { name: 'InternalError', message: 'the engine failed before' } };
     const handles = args.map((a) => (typeof a === 'number' ? this.vm.newNumber(a) : this.vm.newString(a)));
     this.deadline = performance.now() + this.limits.cpuMs;
     try {
-      const result = this.vm.callFunction(fn, this.vm.undefined, ...handles);
+      let result: ReturnType<QuickJSContext['callFunction']>;
+      try {
+        result = this.vm.callFunction(fn, this.vm.undefined, ...handles);
+      } catch (err) {
+        return { ok: false, error: this.hostFailure(err) };
+      }
       if (result.error) {
         const e = errorText(result.error.consume((h) => this.vm.dump(h) as unknown));
         return { ok: false, error: e };
@@ -372,10 +403,22 @@ export class Sandbox {
   }
 
   private fail(e: { name: string; message: string }): never {
+    if (this.brokenFlag) throw new SandboxError('broken', `the plugin's engine failed: ${e.name}: ${e.message}`);
     // 'null': an exception the engine had no memory left to make.
     if (isOutOfMemory(e) || e.message === 'null') throw new SandboxError('out_of_memory', 'the plugin ran out of memory');
     if (isInterrupt(e)) throw new SandboxError('timeout', `ran for more than ${this.limits.cpuMs} ms of CPU time`);
     throw new SandboxError('broken', `the plugin's engine failed: ${e.name}: ${e.message}`);
+  }
+
+  /**
+   * What the host itself threw from inside the engine (Node's stack overflowed under QuickJS's
+   * frames: its own limit counts only part of what they use): the engine's state is unknown, so it
+   * is broken — replaced, never called again.
+   */
+  private hostFailure(err: unknown): { name: string; message: string } {
+    this.brokenFlag = true;
+    const overflow = err instanceof RangeError && /call stack/i.test(err.message);
+    return { name: 'InternalError', message: overflow ? 'stack overflow' : `the engine failed: ${err instanceof Error ? err.message : String(err)}` };
   }
 
   /** Runs the engine's jobs with a CPU deadline; false when the deadline interrupted them. */
@@ -383,7 +426,13 @@ export class Sandbox {
     this.deadline = performance.now() + this.limits.cpuMs;
     try {
       for (;;) {
-        const result = this.rt.executePendingJobs();
+        let result: ReturnType<QuickJSRuntime['executePendingJobs']>;
+        try {
+          result = this.rt.executePendingJobs();
+        } catch (err) {
+          const e = this.hostFailure(err);
+          throw new SandboxError('broken', `the plugin's engine failed: ${e.name}: ${e.message}`);
+        }
         if (result.error) {
           const e = errorText(result.error.consume((h) => this.vm.dump(h) as unknown));
           if (isInterrupt(e)) return false;
