@@ -50,7 +50,7 @@ function cpuMs(): number {
 async function runBatch(messages: SourceMessage[], hooks: EventHooks): Promise<number> {
   const t0 = cpuMs();
   const parsed = parseMessages('events', messages);
-  parsed.events = await applyHooks(hooks, { stream: 'EVENTS', shard: 0 }, parsed.events, parsed.bodies);
+  parsed.events = await applyHooks(hooks, { stream: 'EVENTS', shard: 0 }, parsed.events, parsed.bodies, 8 * 1024 * 1024);
   const t1 = cpuMs();
   const workspace = loadedWorkspace(parsed.events);
   const t2 = cpuMs();

@@ -59,9 +59,10 @@ export interface TestUser {
   projectApiKey: string;
 }
 
-export async function startAdminFixture(env: Record<string, string> = {}): Promise<AdminFixture> {
+/** `natsMaxPayload`: the nats-server's max_payload (the kit's default is Spate's, 8 MiB). */
+export async function startAdminFixture(env: Record<string, string> = {}, options: { natsMaxPayload?: number } = {}): Promise<AdminFixture> {
   const databaseUrl = await freshDatabase();
-  const nats = await startNats();
+  const nats = await startNats({ maxPayload: options.natsMaxPayload });
   const config = loadAdminConfig({
     DATABASE_URL: databaseUrl,
     ...nats.env('admin'),

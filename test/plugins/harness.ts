@@ -38,9 +38,12 @@ export const FAST_PLUGINS = {
   PLUGIN_EGRESS_ALLOW: 'loopback',
 };
 
-/** `workerDeps`: what the rig's workers get besides the test logger (e.g. a shortened task clock). */
-export async function startPluginRig(env: Record<string, string> = {}, workerDeps: WorkerDeps = {}): Promise<PluginRig> {
-  const f = await startAdminFixture();
+/**
+ * `workerDeps`: what the rig's workers get besides the test logger (e.g. a shortened task clock);
+ * `natsMaxPayload`: the nats-server's max_payload (8 MiB unless given).
+ */
+export async function startPluginRig(env: Record<string, string> = {}, workerDeps: WorkerDeps = {}, options: { natsMaxPayload?: number } = {}): Promise<PluginRig> {
+  const f = await startAdminFixture({}, options);
   const { nc, js } = await connectAndCreateStreams(f.nats.url);
   const user = await f.newUser(`plugins-${Math.random().toString(36).slice(2)}@plugins.example`);
   // Installing plugins needs plugins_access_level 6 (docs/admin-api.md).

@@ -17,7 +17,11 @@ export interface HookBatch {
   readonly shard: number;
   /** The batch's events in stream order, as the hooks before this one left them. */
   readonly events: readonly HookedEvent[];
-  /** Replaces event `index`: persons and PROCESSED see `event` instead. */
+  /**
+   * Replaces event `index`: persons and PROCESSED see `event` instead (the hook's no more: keep it
+   * unchanged after the call). Throws, the event left as it was, when it is not a captured event,
+   * or HookedEventTooLargeError when its line would not fit a PROCESSED message.
+   */
   replace(index: number, event: CapturedEvent): void;
   /** Drops event `index`: nothing of it reaches persons or PROCESSED. */
   drop(index: number): void;
@@ -25,9 +29,26 @@ export interface HookBatch {
    * Adds properties to event `index` (as replace with them merged into its properties would, and
    * cheaper: keys it does not have are written into its line's bytes, the event is not serialised
    * again). Keep the object unchanged after the call; passing the same object for many events lets
-   * its JSON be made once.
+   * its JSON be made once. Throws like replace (HookedEventTooLargeError), the event left as it was.
    */
   addProperties(index: number, properties: Readonly<Record<string, unknown>>): void;
+}
+
+/**
+ * An event a hook changed (replace, addProperties) whose line would not fit a PROCESSED message:
+ * refused, the event stays as it was. `bytes`: its line as JSON; `room`: the most a line may take.
+ */
+export class HookedEventTooLargeError extends Error {
+  override name = 'HookedEventTooLargeError';
+  readonly code = 'hooked_event_too_large';
+
+  constructor(
+    readonly uuid: string,
+    readonly bytes: number,
+    readonly room: number,
+  ) {
+    super(`event ${uuid} would be ${bytes} bytes as JSON, more than the ${room} a PROCESSED line may take`);
+  }
 }
 
 export type BeforePersonsHook = (batch: HookBatch) => void | Promise<void>;

@@ -20,7 +20,7 @@ export {
 } from './lease-coordinator.js';
 export { egressPolicy, type EgressErrors, type EgressPolicy } from './egress.js';
 export { followBucket, type BucketHandlers } from './kv-follow.js';
-export { EventHooks, type BeforePersonsHook, type HookBatch, type HookedEvent } from './event-hooks.js';
+export { EventHooks, HookedEventTooLargeError, type BeforePersonsHook, type HookBatch, type HookedEvent } from './event-hooks.js';
 export { createCoordinationMetrics, createWorkerRegistry, type CoordinationMetrics } from './metrics.js';
 export { committedPositions, lockPosition, lockPositions, planBatch, planBatches, PositionMovedError, takeOverPartition, type BatchPlan, type PartitionStart, type PositionClaim } from './positions.js';
 export { startStatusServer, type StatusServer } from './status-server.js';

@@ -32,6 +32,11 @@ export interface BatchEvent extends SourceEvent {
    * message): properties the event did not have, written out without serialising it again.
    */
   insert?: { at: number; bytes: Buffer };
+  /**
+   * The line's own bytes once a hook replaced the event (serialised then, to know its size):
+   * `span` and `insert` are in these, not in the source message.
+   */
+  body?: Buffer;
 }
 
 export interface ParsedBatch {
@@ -160,6 +165,14 @@ const LINE_ALLOWANCE = 64;
 const PAYLOAD_MARGIN = 64 * 1024;
 /** Bytes a PROCESSED message's headers take at most besides its id (NATS/1.0, Nats-Msg-Id, Spate-Events). */
 const HEADER_BYTES = 96;
+
+/**
+ * The most bytes the line of an event a hook changed may take: what processing adds to it
+ * (`person_id`, `$group_N`), and a message's headers and id, fit in the rest of the max payload.
+ */
+export function lineRoom(maxPayload: number): number {
+  return Math.max(1024, maxPayload - PAYLOAD_MARGIN);
+}
 
 /** The most body bytes a PROCESSED message with id `msgId` may carry: the max payload counts its headers too. */
 export function bodyRoom(maxPayload: number, msgId: string): number {
@@ -298,16 +311,18 @@ export function serializedLine(value: unknown, at: number): OutputLine {
 }
 
 /**
- * The processed line of an event: its captured bytes with `"person_id"` appended before the
- * closing brace when nothing else changed (`untouched`), else the event serialised again.
+ * The processed line of an event: its captured bytes (or those a hook's change was serialised
+ * to) with `"person_id"` appended before the closing brace when nothing else changed
+ * (`untouched`), else the event serialised again.
  */
 export function processedLine(
   out: { person_id?: string },
-  source: Buffer | undefined,
-  line: Pick<BatchEvent, 'span' | 'offset' | 'insert'>,
+  captured: Buffer | undefined,
+  line: Pick<BatchEvent, 'span' | 'offset' | 'insert' | 'body'>,
   untouched: boolean,
 ): OutputLine {
   const { span, offset: at, insert } = line;
+  const source = line.body ?? captured;
   if (untouched && source && span) {
     const inserted = insert ? { insertAt: insert.at, insert: insert.bytes } : undefined;
     if (out.person_id === undefined) return { source, start: span.start, end: span.end, tail: EMPTY, at, ...inserted };

@@ -12,10 +12,11 @@ import type { JsMsg } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { HEADER_EVENT_COUNT, type CapturedEvent, type StreamKind } from '../../lib/index.js';
-import { beginBatch, isTransientDbError, lockPositions, OwnershipLostError, planBatch, planBatches, type EventHooks } from '../coordination/index.js';
+import { beginBatch, HookedEventTooLargeError, isTransientDbError, lockPositions, OwnershipLostError, planBatch, planBatches, type EventHooks } from '../coordination/index.js';
 import {
   bodyRoom,
   checkCapturedEvent,
+  lineRoom,
   packOutputs,
   parseMessages,
   propertiesInsertAt,
@@ -209,18 +210,35 @@ function sourcesOf(messages: readonly JsMsg[]): SourceMessage[] {
  * stays the captured one.
  */
 function runHooks(ctx: PartitionContext, partition: PartitionState, events: BatchEvent[], bodies: readonly Buffer[]): Promise<BatchEvent[]> {
-  return applyHooks(ctx.hooks, { stream: partition.streamName, shard: partition.shard }, events, bodies);
+  return applyHooks(ctx.hooks, { stream: partition.streamName, shard: partition.shard }, events, bodies, ctx.maxPayload());
 }
 
-/** Runs the hooks on a batch's parsed events (`bodies`: its source messages); the events left. */
-export async function applyHooks(hooks: EventHooks, where: { stream: string; shard: number }, events: BatchEvent[], bodies: readonly Buffer[]): Promise<BatchEvent[]> {
+/**
+ * Runs the hooks on a batch's parsed events (`bodies`: its source messages); the events left. A
+ * change whose line would take more than lineRoom(maxPayload) bytes is refused
+ * (HookedEventTooLargeError, the event left as it was): its PROCESSED message could never be
+ * published, and the batch would isolate the event as poison.
+ */
+export async function applyHooks(
+  hooks: EventHooks,
+  where: { stream: string; shard: number },
+  events: BatchEvent[],
+  bodies: readonly Buffer[],
+  maxPayload: number,
+): Promise<BatchEvent[]> {
   if (hooks.size === 0 || events.length === 0) return events;
+  const room = lineRoom(maxPayload);
+  // Serialised now, not after processing: its size is known before it is taken, and processing
+  // copies these bytes (plus person_id) when it changes nothing else.
   const replaced = (entry: BatchEvent, event: CapturedEvent, hook: string) => {
     const problem = { reason: '' };
     const checked = checkCapturedEvent(event, problem);
     if (!checked) throw new TypeError(`hook ${hook} replaced event ${entry.event.uuid} with one that is not a captured event: ${problem.reason}`);
+    const body = Buffer.from(JSON.stringify(checked.event));
+    if (body.length > room) throw new HookedEventTooLargeError(entry.event.uuid, body.length, room);
     entry.event = checked.event;
-    entry.span = undefined;
+    entry.body = body;
+    entry.span = { start: 0, end: body.length };
     entry.insert = undefined;
   };
   // The JSON of the last properties object added, and its bytes: hooks pass one object for many events.
@@ -231,7 +249,7 @@ export async function applyHooks(hooks: EventHooks, where: { stream: string; sha
     const current = entry.event.properties;
     for (const key in properties) {
       // A key it has: the line cannot simply gain it.
-      if (Object.hasOwn(current, key)) return replaced(entry, { ...entry.event, properties: { ...current, ...properties } }, hook);
+      if (Object.hasOwn(current, key)) return replaced(entry, withProperties(entry.event, properties), hook);
     }
     if (properties !== lastAdded) {
       lastAdded = properties;
@@ -239,23 +257,27 @@ export async function applyHooks(hooks: EventHooks, where: { stream: string; sha
       lastBytes = undefined;
     }
     if (lastJson.length <= 2) return;
-    // The event is this attempt's own parse: changed in place, as processing does.
-    Object.assign(current, properties);
-    const body = bodies[entry.message];
-    const where = body && entry.span ? propertiesInsertAt(body, entry.span) : undefined;
-    if (!where || (entry.insert && entry.insert.at !== where.at)) {
-      entry.span = undefined;
-      entry.insert = undefined;
-      return;
-    }
+    const body = entry.body ?? bodies[entry.message];
+    const span = entry.span;
+    const at = body && span ? propertiesInsertAt(body, span) : undefined;
+    // No bytes to write into: serialised (as it would be after processing anyway).
+    if (!span || !at || (entry.insert && entry.insert.at !== at.at)) return replaced(entry, withProperties(entry.event, properties), hook);
     // `"k":v,…` after the object's `{` (a comma when it has members, or had some inserted before).
     const members = lastJson.slice(1, -1);
     lastBytes ??= { empty: Buffer.from(members), more: Buffer.from(`${members},`) };
     const before = entry.insert?.bytes;
-    const bytes = before || !where.empty ? lastBytes.more : lastBytes.empty;
-    entry.insert = { at: where.at, bytes: before ? Buffer.concat([bytes, before]) : bytes };
+    const bytes = before || !at.empty ? lastBytes.more : lastBytes.empty;
+    const size = span.end - span.start + (before?.length ?? 0) + bytes.length;
+    if (size > room) throw new HookedEventTooLargeError(entry.event.uuid, size, room);
+    // The event is this attempt's own parse: changed in place, as processing does.
+    Object.assign(current, properties);
+    entry.insert = { at: at.at, bytes: before ? Buffer.concat([bytes, before]) : bytes };
   };
   return hooks.run(where, events, replaced, added);
+}
+
+function withProperties(event: CapturedEvent, properties: Readonly<Record<string, unknown>>): CapturedEvent {
+  return { ...event, properties: { ...event.properties, ...properties } };
 }
 
 /** Group type indexes and the dedup partition the batch needs, made outside its transaction. Returns the dedup generation. */

@@ -102,6 +102,60 @@ describe('plugin runtime', () => {
     expect(errors).toContain(`processEvent changed team_id: the team of an event cannot be changed on event ${events[2]!.uuid} ("team"): ${goesOn}`);
   });
 
+  it('transformations - an event the plugins make too large for PROCESSED (bytes, not characters) goes on as captured, with ERRORs; nothing fails', async () => {
+    // A stock nats-server's max_payload, 1 MiB: 400,000 characters pass the character bound (half
+    // of it) but are 1.2 MB of UTF-8; two plugins adding 600 KB each pass it each on their own.
+    await using rig = await startPluginRig({ PLUGIN_BREAKER: '0/100' }, {}, { natsMaxPayload: 1024 * 1024 });
+    const bloater = await rig.install(
+      `export function processEvent(event) {
+        if (event.event === 'add') event.properties.blob = '€'.repeat(400000)
+        if (event.event === 'rename') { event.event = 'renamed'; event.properties.blob = '€'.repeat(400000) }
+        if (event.event === 'half') event.properties.half1 = '€'.repeat(200000)
+        event.properties.small = 1
+        return event
+      }`,
+      { name: 'Bloater', order: 1 },
+    );
+    const halver = await rig.install(
+      `export function processEvent(event) {
+        if (event.event === 'half') event.properties.half2 = '€'.repeat(200000)
+        event.properties.good = 1
+        return event
+      }`,
+      { name: 'Halver', order: 2 },
+    );
+    const p = rig.user.projectId;
+    const events = ['add', 'rename', 'half', 'fine'].map((name, n) => capture(p, name, `u${n}`, { n }));
+    const started = Date.now();
+    await publishEvents(rig.js, events, { perMessage: 4 });
+    const lines = await rig.processed(4);
+    // No poison search (a trial of the batch per step): the shard went on at once.
+    expect(Date.now() - started).toBeLessThan(15_000);
+    const byUuid = new Map(lines.map((l) => [l.uuid, l]));
+    const [B, H] = [`Bloater (${bloater.configId})`, `Halver (${halver.configId})`];
+    // As captured: the plugin that added a property beside the megabyte is not blamed for its size.
+    expect(byUuid.get(events[0]!.uuid)).toMatchObject({ event: 'add', properties: { n: 0, $plugins_succeeded: [H], $plugins_failed: [B] } });
+    expect(byUuid.get(events[1]!.uuid)).toMatchObject({ event: 'rename', properties: { n: 1, $plugins_succeeded: [H], $plugins_failed: [B] } });
+    expect(byUuid.get(events[2]!.uuid)).toMatchObject({ event: 'half', properties: { n: 2, $plugins_succeeded: [], $plugins_failed: [B, H] } });
+    for (const e of events.slice(0, 3)) expect(Object.keys(byUuid.get(e.uuid)!.properties).sort()).toEqual(['$plugins_failed', '$plugins_succeeded', 'n']);
+    expect(byUuid.get(events[3]!.uuid)!.properties).toEqual({ n: 3, small: 1, good: 1, $plugins_succeeded: [B, H] });
+    const tooLarge = (l: { message: string }, e: (typeof events)[number]) =>
+      new RegExp(`^processEvent made event ${e.uuid} \\("${e.event}"\\) (\\d+) bytes long as JSON, more than the (\\d+) an event may take in a PROCESSED message: the event goes on as it was before the transformations$`).exec(l.message);
+    await rig.waitForLog(bloater.configId, 'the ERROR of the half', (l) => tooLarge(l, events[2]!) !== null);
+    await rig.waitForLog(halver.configId, 'the ERROR of the half', (l) => tooLarge(l, events[2]!) !== null);
+    const bloaterErrors = (await rig.logs(bloater.configId)).filter((l) => l.type === 'ERROR' && l.source === 'PLUGIN');
+    expect(bloaterErrors).toHaveLength(3);
+    const [, bytes, room] = tooLarge(bloaterErrors.find((l) => l.message.includes(events[0]!.uuid))!, events[0]!)!.map(Number);
+    expect(bytes).toBeGreaterThan(1_200_000);
+    expect(room).toBeLessThan(1024 * 1024);
+    expect((await rig.logs(halver.configId)).filter((l) => l.type === 'ERROR')).toHaveLength(1);
+    // Counted as the plugins' failures; no event failed its batch.
+    const metrics = await fetch(`${rig.worker.statusUrl}/metrics`).then((r) => r.text());
+    expect(Number(/spate_worker_plugin_events_total\{method="processEvent",outcome="failed"[^}]*\} (\d+)\n/.exec(metrics)?.[1])).toBeGreaterThanOrEqual(4);
+    const { rows } = await rig.f.db.query("SELECT details FROM ingestion_warnings WHERE project_id = $1 AND type = 'event_processing_failed'", [p]);
+    expect(rows).toEqual([]);
+  });
+
   it('plugins - a plugin that allocates without bound is stopped by the memory limit; the event goes on', async () => {
     await using rig = await startPluginRig({ PLUGIN_MEMORY_LIMIT: '8MiB', PLUGIN_CPU_TIMEOUT: '10s' });
     const hog = await rig.install('const kept: object[] = []\nexport function processEvent(event) { for (;;) kept.push({ n: kept.length, list: [kept.length, "item " + kept.length] }) }', { name: 'Hog' });

@@ -4,15 +4,18 @@
 // call). Returning the event (changed or not) lets it go on; null drops it (counted); a throw, a
 // timeout, a change of team_id or a result that cannot be an event leave the event as it was
 // before that plugin, with an ERROR naming the plugin and the event (a uuid that is not a UUID
-// too: the batch would refuse the event, and a refused event is isolated as poison). Each event
-// records the plugins that ran on it in $plugins_succeeded and those that failed in $plugins_failed.
+// too: the batch would refuse the event, and a refused event is isolated as poison). An event
+// the plugins made too large for a PROCESSED message (the batch measures its bytes) goes on as it
+// was before the transformations.
+// Each event records the plugins that ran on it in $plugins_succeeded and those that failed in
+// $plugins_failed; each plugin's outcomes are counted (metrics, breaker) once the batch took them.
 //
 // Replays: the hook runs again whenever a batch does (retries, replays after a crash, the trials
 // that isolate a poison event). What the runtime decides is the same each time (order, lists,
 // limits); what a plugin computes is the same when its code is (no Math.random, Date, fetch,
 // cache or storage in processEvent): docs/plugins.md, "Replays", says what differs otherwise.
 import { isUuid, type CapturedEvent, type Logger } from '../../lib/index.js';
-import { errorText, type BeforePersonsHook, type HookBatch } from '../coordination/index.js';
+import { errorText, HookedEventTooLargeError, type BeforePersonsHook, type HookBatch } from '../coordination/index.js';
 import type { PluginCatalog } from './catalog.js';
 import type { PluginInstance } from './instance.js';
 import type { PluginMetrics } from './metrics.js';
@@ -34,10 +37,32 @@ interface Working {
   failed: string[];
   /** The plugins that ran on it since it became `changed` (what its replacement owes to them). */
   changedBy: PluginInstance[];
+  /** Every plugin whose change it carries, with the characters of that change (blame for its size). */
+  changes: Array<{ instance: PluginInstance; size: number }> | undefined;
+}
+
+/** One plugin's outcomes on a project's events of the batch, counted once the batch took them. */
+interface Tally {
+  ok: number;
+  changed: number;
+  dropped: number;
+  failed: number;
+  timedOut: number;
+}
+
+type Tallies = Map<PluginInstance, Tally>;
+
+function tallyOf(tallies: Tallies, instance: PluginInstance): Tally {
+  let t = tallies.get(instance);
+  if (!t) tallies.set(instance, (t = { ok: 0, changed: 0, dropped: 0, failed: 0, timedOut: 0 }));
+  return t;
 }
 
 export interface TransformationOptions {
-  /** Largest change a plugin may make to one event, in characters of its result (its message must fit NATS). */
+  /**
+   * Largest change a plugin may make to one event, in characters of its result: a first, cheap
+   * bound (the batch refuses an event whose bytes would not fit a PROCESSED message).
+   */
   maxChangeChars: () => number;
 }
 
@@ -128,21 +153,45 @@ export function transformationHook(catalog: PluginCatalog, metrics: PluginMetric
         succeeded: [],
         failed: [],
         changedBy: [],
+        changes: undefined,
       }));
+      const tallies: Tallies = new Map();
       for (const [at, entry] of configs.entries()) {
         const instance = catalog.acquire(teamId, entry);
-        await runOne(instance, teamId, working, batch, metrics, options, at < configs.length - 1).catch((err: unknown) => {
+        await runOne(instance, teamId, working, batch, metrics, options, at < configs.length - 1, tallies).catch((err: unknown) => {
           // The runtime's own failure (never a plugin's): the events go on without this plugin.
           logger.error({ err: errorText(err), configId: entry.id }, 'running a transformation failed');
           for (const w of working) if (!w.dropped) w.failed.push(instance.label);
         });
       }
-      finish(working, batch);
+      finish(working, batch, tallies);
+      count(tallies, metrics);
     }
   };
 }
 
-async function runOne(instance: PluginInstance, teamId: number, working: Working[], batch: HookBatch, metrics: PluginMetrics, options: TransformationOptions, more: boolean): Promise<void> {
+/** Each plugin's outcomes, in its breaker and the metrics. */
+function count(tallies: Tallies, metrics: PluginMetrics): void {
+  for (const [instance, t] of tallies) {
+    instance.record(t.ok + t.changed + t.dropped, t.failed, t.timedOut);
+    if (t.ok > 0) metrics.events.inc({ method: 'processEvent', outcome: 'ok' }, t.ok);
+    if (t.changed > 0) metrics.events.inc({ method: 'processEvent', outcome: 'changed' }, t.changed);
+    if (t.dropped > 0) metrics.events.inc({ method: 'processEvent', outcome: 'dropped' }, t.dropped);
+    if (t.failed > 0) metrics.events.inc({ method: 'processEvent', outcome: 'failed' }, t.failed);
+    if (t.timedOut > 0) metrics.events.inc({ method: 'processEvent', outcome: 'timeout' }, t.timedOut);
+  }
+}
+
+async function runOne(
+  instance: PluginInstance,
+  teamId: number,
+  working: Working[],
+  batch: HookBatch,
+  metrics: PluginMetrics,
+  options: TransformationOptions,
+  more: boolean,
+  tallies: Tallies,
+): Promise<void> {
   const live = working.filter((w) => !w.dropped);
   if (live.length === 0) return;
   if (!(await instance.ready()) || !instance.has('processEvent')) {
@@ -159,10 +208,7 @@ async function runOne(instance: PluginInstance, teamId: number, working: Working
     metrics.events.inc({ method: 'processEvent', outcome: 'skipped' }, live.length);
     return;
   }
-  let failed = 0;
-  let timedOut = 0;
-  let changed = 0;
-  let dropped = 0;
+  const tally = tallyOf(tallies, instance);
   const touched = new Set<number>();
   const fail = (w: Working, message: string) => {
     w.failed.push(instance.label);
@@ -175,25 +221,26 @@ async function runOne(instance: PluginInstance, teamId: number, working: Working
     const original = batch.events[w.index]!.event;
     switch (o.kind) {
       case 'timeout':
-        timedOut++;
+        tally.timedOut++;
         fail(w, o.message);
         break;
       case 'error':
-        failed++;
+        tally.failed++;
         fail(w, `threw ${o.name}: ${o.message}`);
         break;
       case 'null':
-        dropped++;
+        tally.dropped++;
         w.dropped = true;
         break;
       case 'patch': {
         const problem = o.size > maxChange ? `returned a change of ${o.size} characters (at most ${maxChange})` : applyPatch(w, o, original, more);
         if (problem) {
-          failed++;
+          tally.failed++;
           fail(w, problem);
         } else {
-          changed++;
+          tally.changed++;
           w.succeeded.push(instance.label);
+          (w.changes ??= []).push({ instance, size: o.size });
           if (w.changed) w.changedBy.push(instance);
         }
         break;
@@ -201,14 +248,15 @@ async function runOne(instance: PluginInstance, teamId: number, working: Working
       case 'result': {
         const result = o.size > maxChange ? `returned an event of ${o.size} characters (at most ${maxChange})` : capturedFrom(o.value, original, teamId);
         if (typeof result === 'string') {
-          failed++;
+          tally.failed++;
           fail(w, result);
         } else {
-          changed++;
+          tally.changed++;
           w.view = { ...result, team_id: teamId };
           w.changed = true;
           w.added = undefined;
           w.succeeded.push(instance.label);
+          (w.changes ??= []).push({ instance, size: o.size });
           w.changedBy.push(instance);
         }
         break;
@@ -216,17 +264,11 @@ async function runOne(instance: PluginInstance, teamId: number, working: Working
     }
   }
   for (let i = 0; i < live.length; i++) if (!touched.has(i)) live[i]!.succeeded.push(instance.label);
-  const ok = live.length - touched.size;
-  instance.record(ok + changed + dropped, failed, timedOut);
-  if (ok > 0) metrics.events.inc({ method: 'processEvent', outcome: 'ok' }, ok);
-  if (changed > 0) metrics.events.inc({ method: 'processEvent', outcome: 'changed' }, changed);
-  if (dropped > 0) metrics.events.inc({ method: 'processEvent', outcome: 'dropped' }, dropped);
-  if (failed > 0) metrics.events.inc({ method: 'processEvent', outcome: 'failed' }, failed);
-  if (timedOut > 0) metrics.events.inc({ method: 'processEvent', outcome: 'timeout' }, timedOut);
+  tally.ok += live.length - touched.size;
 }
 
 /** The events as the plugins left them, with $plugins_succeeded / $plugins_failed, back in the batch. */
-function finish(working: Working[], batch: HookBatch): void {
+function finish(working: Working[], batch: HookBatch, tallies: Tallies): void {
   // Most events share one outcome: one lists object (and one JSON of it) for all of them.
   const shared = new Map<string, Record<string, unknown>>();
   let everyOne: Record<string, unknown> | undefined;
@@ -247,33 +289,56 @@ function finish(working: Working[], batch: HookBatch): void {
         shared.set(key, lists);
       }
     }
-    if (w.changed) {
-      const { team_id: _team, ...view } = w.view as Record<string, unknown>;
-      const original = batch.events[w.index]!.event;
-      const event = { ...view, token: original.token, project_id: original.project_id, properties: { ...(view.properties as object), ...lists } };
-      try {
+    try {
+      if (w.changed) {
+        const { team_id: _team, ...view } = w.view as Record<string, unknown>;
+        const original = batch.events[w.index]!.event;
+        const event = { ...view, token: original.token, project_id: original.project_id, properties: { ...(view.properties as object), ...lists } };
         batch.replace(w.index, event as unknown as CapturedEvent);
-      } catch (err) {
-        unchanged(w, batch, err);
+      } else {
+        batch.addProperties(w.index, w.added ? { ...w.added, ...lists } : lists);
       }
-    } else {
-      batch.addProperties(w.index, w.added ? { ...w.added, ...lists } : lists);
+    } catch (err) {
+      unchanged(w, batch, err, tallies);
     }
   }
 }
 
+/** A share of the change this large or larger makes a plugin one that made the event too large. */
+const BLAMED_SHARE = 0.1;
+
 /**
  * A changed event the batch refused (what the checks above let through, and processing does not
- * take): it goes on as captured, the plugins that changed it listed as failed, with an ERROR each.
- * Never the batch's failure: a refused event would be isolated as poison, a bisection of the shard.
+ * take, or too large for a PROCESSED message): it goes on as captured, the plugins that made it so
+ * listed as failed, with an ERROR each, and counted as failed. Too large: the plugins whose
+ * changes make a tenth or more of what they changed (one that added a property beside a plugin
+ * that added a megabyte is not to blame). Never the batch's failure: a refused event would be
+ * isolated as poison, a bisection of the shard.
  */
-function unchanged(w: Working, batch: HookBatch, err: unknown): void {
-  const labels = new Set(w.changedBy.map((i) => i.label));
-  const failed = [...w.failed, ...labels];
-  const lists: Record<string, unknown> = { $plugins_succeeded: w.succeeded.filter((l) => !labels.has(l)), $plugins_failed: failed };
-  const reason = errorText(err);
-  for (const instance of new Set(w.changedBy)) {
-    instance.log('PLUGIN', 'ERROR', `processEvent changed ${describe(batch.events[w.index]!.event)} into one that cannot be processed (${reason}): the event goes on as it was before the transformations`);
+function unchanged(w: Working, batch: HookBatch, err: unknown, tallies: Tallies): void {
+  const event = batch.events[w.index]!.event;
+  let blamed: Set<PluginInstance>;
+  let why: string;
+  if (err instanceof HookedEventTooLargeError) {
+    const changes = w.changes ?? [];
+    const total = changes.reduce((sum, c) => sum + c.size, 0);
+    blamed = new Set(changes.filter((c) => c.size >= total * BLAMED_SHARE).map((c) => c.instance));
+    why = `made ${describe(event)} ${err.bytes} bytes long as JSON, more than the ${err.room} an event may take in a PROCESSED message`;
+  } else {
+    blamed = new Set(w.changedBy);
+    why = `changed ${describe(event)} into one that cannot be processed (${errorText(err)})`;
   }
-  batch.addProperties(w.index, lists);
+  const labels = new Set([...blamed].map((i) => i.label));
+  const lists: Record<string, unknown> = { $plugins_succeeded: w.succeeded.filter((l) => !labels.has(l)), $plugins_failed: [...w.failed, ...labels] };
+  for (const instance of blamed) {
+    instance.log('PLUGIN', 'ERROR', `processEvent ${why}: the event goes on as it was before the transformations`);
+    const tally = tallyOf(tallies, instance);
+    tally.changed--;
+    tally.failed++;
+  }
+  try {
+    batch.addProperties(w.index, lists);
+  } catch {
+    // The captured event itself leaves no room for the lists: it goes on exactly as captured.
+  }
 }
