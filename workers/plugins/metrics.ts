@@ -6,7 +6,7 @@ export function createPluginMetrics(registry: Registry, instances: () => Map<str
   return {
     events: new Counter({
       name: 'spate_worker_plugin_events_total',
-      help: 'Events a plugin method handled, by method and outcome: ok (unchanged), changed, dropped (processEvent returned null), failed (threw, returned what cannot be used or what makes the event too large), timeout (ran out of CPU or wall time), skipped (the plugin was not ready: being set up again, or disabled)',
+      help: 'Events a plugin method handled, by method and outcome: ok (unchanged), changed, dropped (processEvent returned null), failed (threw, returned what cannot be used or what makes the event too large, or the runtime failed on its batch), timeout (ran out of CPU or wall time), skipped (the plugin was not ready: being set up again, or disabled)',
       labelNames: ['method', 'outcome'],
       registers: r,
     }),

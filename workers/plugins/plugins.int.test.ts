@@ -156,6 +156,36 @@ describe('plugin runtime', () => {
     expect(rows).toEqual([]);
   });
 
+  it('transformations - a plugin that makes the runtime fail (a forged result) is logged, counted and disabled by its breaker; events go on', async () => {
+    await using rig = await startPluginRig({ PLUGIN_BREAKER: '3/10' });
+    // The prelude joins a batch's results with Array.prototype.join, which the plugin shares and
+    // replaces here: the result string the host reads is malformed (ResultFormatError).
+    const forger = await rig.install(
+      `const join = Array.prototype.join
+      Array.prototype.join = function (sep) {
+        const text = join.call(this, sep)
+        return sep === '' && text.startsWith('@') ? text + '@x' : text
+      }
+      export function processEvent(event) { event.properties.forged = 1; return event }`,
+      { name: 'Forger' },
+    );
+    const p = rig.user.projectId;
+    // One person: one shard, one batch.
+    const events = Array.from({ length: 4 }, (_, n) => capture(p, 'e', 'u1', { n }));
+    await publishEvents(rig.js, events, { perMessage: 4 });
+    const lines = await rig.processed(4);
+    const label = `Forger (${forger.configId})`;
+    for (const l of lines) expect(l.properties).toEqual({ n: expect.any(Number), $plugins_succeeded: [], $plugins_failed: [label] });
+    const runtime = /^processEvent failed in the plugin runtime \(ResultFormatError: malformed sandbox result at \d+: [^)]*\) on event ([0-9a-f-]{36}) \("e"\) and 3 more: the events go on as they were before this plugin$/;
+    await rig.waitForLog(forger.configId, 'the ERROR of the runtime failure', (l) => l.source === 'PLUGIN' && l.type === 'ERROR' && runtime.test(l.message));
+    const logged = (await rig.logs(forger.configId)).find((l) => runtime.test(l.message))!;
+    expect(events.map((e) => e.uuid)).toContain(runtime.exec(logged.message)![1]);
+    const metrics = await fetch(`${rig.worker.statusUrl}/metrics`).then((r) => r.text());
+    expect(Number(/spate_worker_plugin_events_total\{method="processEvent",outcome="failed"[^}]*\} (\d+)\n/.exec(metrics)?.[1])).toBeGreaterThanOrEqual(4);
+    await rig.waitForLog(forger.configId, 'the breaker', (l) => l.source === 'SYSTEM' && /^Disabled by the circuit breaker: \d+ of its last 10 events failed \(PLUGIN_BREAKER 3\/10\)/.test(l.message));
+    await waitFor('the config disabled', async () => (await rig.config(forger.configId)).enabled === false, 20_000, 200);
+  });
+
   it('plugins - a plugin that allocates without bound is stopped by the memory limit; the event goes on', async () => {
     await using rig = await startPluginRig({ PLUGIN_MEMORY_LIMIT: '8MiB', PLUGIN_CPU_TIMEOUT: '10s' });
     const hog = await rig.install('const kept: object[] = []\nexport function processEvent(event) { for (;;) kept.push({ n: kept.length, list: [kept.length, "item " + kept.length] }) }', { name: 'Hog' });

@@ -4,9 +4,10 @@
 // call). Returning the event (changed or not) lets it go on; null drops it (counted); a throw, a
 // timeout, a change of team_id or a result that cannot be an event leave the event as it was
 // before that plugin, with an ERROR naming the plugin and the event (a uuid that is not a UUID
-// too: the batch would refuse the event, and a refused event is isolated as poison). An event
-// the plugins made too large for a PROCESSED message (the batch measures its bytes) goes on as it
-// was before the transformations.
+// too: the batch would refuse the event, and a refused event is isolated as poison). So does a
+// failure of the runtime itself on a plugin's batch (a plugin can provoke one: it shares the
+// prelude's realm and can forge the result string). An event the plugins made too large for a
+// PROCESSED message (the batch measures its bytes) goes on as it was before the transformations.
 // Each event records the plugins that ran on it in $plugins_succeeded and those that failed in
 // $plugins_failed; each plugin's outcomes are counted (metrics, breaker) once the batch took them.
 //
@@ -159,9 +160,15 @@ export function transformationHook(catalog: PluginCatalog, metrics: PluginMetric
       for (const [at, entry] of configs.entries()) {
         const instance = catalog.acquire(teamId, entry);
         await runOne(instance, teamId, working, batch, metrics, options, at < configs.length - 1, tallies).catch((err: unknown) => {
-          // The runtime's own failure (never a plugin's): the events go on without this plugin.
-          logger.error({ err: errorText(err), configId: entry.id }, 'running a transformation failed');
-          for (const w of working) if (!w.dropped) w.failed.push(instance.label);
+          // The runtime failed on this plugin's batch: a plugin can cause it (it shares the
+          // prelude's realm, and can forge the result string), so it is the plugin's failure.
+          logger.warn({ err: errorText(err), configId: entry.id }, 'running a transformation failed');
+          const live = working.filter((w) => !w.dropped);
+          for (const w of live) w.failed.push(instance.label);
+          if (live.length === 0) return;
+          const more = live.length === 1 ? '' : ` and ${live.length - 1} more`;
+          instance.log('PLUGIN', 'ERROR', `processEvent failed in the plugin runtime (${errorText(err)}) on ${describe(live[0]!.view)}${more}: the events go on as they were before this plugin`);
+          tallyOf(tallies, instance).failed += live.length;
         });
       }
       finish(working, batch, tallies);

@@ -117,14 +117,23 @@ export function startDelivery(deps: DeliveryDeps): Delivery {
     freed?.();
   };
 
-  /** Delivers the batch; the runtime's own failures (never a plugin's) are retried, not skipped. */
+  /**
+   * Delivers the batch; a failure that escapes delivering it is retried, not skipped. What a
+   * plugin can provoke (a throw, a forged result string that makes the runtime fail) is each
+   * event's failure inside `deliver` (sandbox-calls.ts, retries.ts); what reaches here is the
+   * runtime's own, told in the config's logs too, on the 1st, 2nd, 4th, 8th … try (never a flood).
+   */
   const deliverSurely = async (batch: Batch) => {
-    for (;;) {
+    for (let tries = 1; ; tries++) {
       try {
         return await deliver(batch);
       } catch (err) {
         if (signal.aborted) throw err;
         logger.error({ err: errorText(err), configId: state.configId }, 'delivering a batch failed: trying again');
+        if ((tries & (tries - 1)) === 0) {
+          const n = batch.events.length;
+          instance.log('SYSTEM', 'ERROR', `Delivering a batch of ${n} event${n === 1 ? '' : 's'} failed (try ${tries}): ${errorText(err)}. Trying again in ${COMMIT_RETRY_MS / 1000} s.`);
+        }
         await sleep(COMMIT_RETRY_MS, undefined, { signal });
       }
     }

@@ -55,8 +55,11 @@ export class SandboxCalls {
           const outcomes = await call;
           if (outcomes) return outcomes;
         } catch (err) {
-          // The runtime's own failure, never the plugin's: each event failed and is tried again.
-          this.logger.error({ err: errorText(err), configId: this.instance.configId, method }, 'running a destination method failed');
+          // The runtime failed on the slice: its own failure, or one the plugin provoked (it shares
+          // the prelude's realm and can forge the result string, e.g. by replacing
+          // Array.prototype.join). Each event failed: the breaker counts it, it is tried again, and
+          // the config's logs say so (retries.ts: a WARN per attempt, an ERROR per event given up).
+          this.logger.warn({ err: errorText(err), configId: this.instance.configId, method }, 'running a destination method failed');
           return events.map((_, index) => ({ kind: 'error', index, name: 'Error', message: `the plugin runtime failed: ${errorText(err)}` }));
         }
       }
