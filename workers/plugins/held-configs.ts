@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type pg from 'pg';
 import { STREAMS, type Logger, type Registry } from '../../lib/index.js';
-import { errorText, isTransientDbError, type EgressPolicy, type Lease, type LeaseCoordinator } from '../coordination/index.js';
+import { errorText, isTransientDbError, type Lease, type LeaseCoordinator } from '../coordination/index.js';
 import type { PluginCatalog } from './catalog.js';
 import { ProcessedFeed, startDelivery, WebhookSender, type Delivery, type DeliverySettings, type WebhookSettings } from './destinations/index.js';
 import { createHeldMetrics, type DeliveryLag, type HeldMetrics } from './held-metrics.js';
@@ -33,7 +33,8 @@ export interface HeldConfigsDeps {
   db: pg.Pool;
   js: JetStreamClient;
   jsm: JetStreamManager;
-  egress: EgressPolicy;
+  /** PLUGIN_EGRESS_ALLOW: what the webhook thread's egress policy allows. */
+  egressAllow: string;
   registry: Registry;
   logger: Logger;
   workerId: string;
@@ -65,7 +66,7 @@ function findConfig(catalog: PluginCatalog, configId: number): { teamId: number;
 }
 
 export function holdPluginConfigs(coordinator: LeaseCoordinator, settings: HeldConfigsSettings, deps: HeldConfigsDeps): HeldConfigs {
-  const sender = new WebhookSender(deps.egress, settings.webhooks);
+  const sender = new WebhookSender(deps.egressAllow, settings.webhooks);
   const runners = new Map<number, ConfigRunner>();
   const metrics = createHeldMetrics(
     deps.registry,

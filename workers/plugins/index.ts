@@ -114,7 +114,7 @@ export async function startPlugins(options: PluginsOptions, deps: PluginsDeps): 
           db,
           js: deps.js,
           jsm: deps.jsm,
-          egress: pluginEgressPolicy(options.egressAllow),
+          egressAllow: options.egressAllow,
           registry: deps.registry,
           logger,
           workerId: options.workerId,

@@ -68,7 +68,6 @@ export function startDelivery(deps: DeliveryDeps): Delivery {
   const abort = new AbortController();
   const signal = abort.signal;
   const calls = new SandboxCalls(instance, settings.batchEvents, logger);
-  const slots = deps.sender.slots();
   const onEvent = instance.has('onEvent');
   const composeWebhook = instance.has('composeWebhook');
   const inFlight: Batch[] = [];
@@ -83,7 +82,7 @@ export function startDelivery(deps: DeliveryDeps): Delivery {
     const teamId = state.teamId;
     const ctx = { instance, metrics, settings, signal };
     const work: Array<Promise<void>> = [];
-    if (composeWebhook) work.push(withRetries('composeWebhook', batch.events, webhookAttempt(instance, calls, deps.sender, slots, teamId, batch.events, metrics, signal), ctx));
+    if (composeWebhook) work.push(withRetries('composeWebhook', batch.events, webhookAttempt(instance, calls, deps.sender, teamId, batch.events, metrics, signal), ctx));
     if (onEvent) work.push(withRetries('onEvent', batch.events, onEventAttempt(instance, calls, teamId, batch.events, metrics, signal), ctx));
     await Promise.all(work);
   };

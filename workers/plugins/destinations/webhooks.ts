@@ -1,36 +1,28 @@
 // composeWebhook(event, meta) destinations (docs/plugins.md, "Destinations"): the plugin returns
-// `{ url, method?, headers?, body? }` (or null: nothing to send) and Spate sends it, through the
-// plugins' egress policy (PLUGIN_EGRESS_ALLOW), on keep-alive connections shared by the worker
-// (undici, PLUGIN_WEBHOOK_CONNECTIONS per origin, PLUGIN_WEBHOOK_PIPELINING requests in flight on
-// each), at most PLUGIN_WEBHOOK_IN_FLIGHT requests of one config at a time. A 2xx answer
+// `{ url, method?, headers?, body? }` (or null: nothing to send) and Spate sends it from the
+// worker's webhook thread (webhook-client.ts: egress policy, connections, PLUGIN_WEBHOOK_IN_FLIGHT
+// per config). A 2xx answer
 // delivers the event; 408, 429, 5xx and network failures are tried again (retries.ts); any other
 // answer, a URL the egress policy refuses and a result that is not a webhook give the event up at
 // once. A webhook is composed once per event: tries again resend it as it is.
-import { Agent } from 'undici';
-import type { EgressPolicy } from '../../coordination/index.js';
+import { Piscina } from 'piscina';
+import { runtimeModule } from '../../../lib/index.js';
 import type { PluginInstance } from '../instance.js';
 import type { SandboxEvent } from '../sandbox/index.js';
 import type { HeldMetrics } from '../held-metrics.js';
 import { sandboxFailures } from './on-event.js';
 import type { Failure } from './retries.js';
 import type { SandboxCalls } from './sandbox-calls.js';
+import type { SendResult, WebhookSettings } from './webhook-client.js';
+import type { WebhookTask, WebhookThreadData } from './webhook-thread.js';
+
+export type { WebhookSettings } from './webhook-client.js';
 
 export interface Webhook {
   url: URL;
   method: string;
   headers: Record<string, string>;
   body: string | undefined;
-}
-
-export interface WebhookSettings {
-  /** Connections per destination origin (shared by the worker's configs). */
-  connections: number;
-  /** Requests in flight on one connection (HTTP/1.1 pipelining; 1: none). */
-  pipelining: number;
-  /** Requests of one config in flight at once. */
-  inFlight: number;
-  /** Longest wait for an answer's headers, then between its body's chunks, ms. */
-  timeoutMs: number;
 }
 
 /** PostHog's default when a webhook names no headers. */
@@ -46,30 +38,6 @@ function parseUrl(text: string): URL {
     urls.set(text, url);
   }
   return url;
-}
-
-/**
- * At most `limit` requests of a config at once. A counter and a queue of waiters, cheaper per
- * request than p-limit's promise per task (it is on every webhook's path).
- */
-export class RequestSlots {
-  private used = 0;
-  private readonly waiting: Array<() => void> = [];
-
-  constructor(private readonly limit: number) {}
-
-  async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.used >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.used++;
-    try {
-      return await fn();
-    } finally {
-      // A slot passes straight to the next waiter (the count stays).
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.used--;
-    }
-  }
 }
 
 /** The webhook composeWebhook returned, or why it is not one. */
@@ -108,102 +76,69 @@ function retryableStatus(status: number): boolean {
   return status === 408 || status === 429 || status >= 500;
 }
 
-type SendResult = { status: number; statusText: string } | { error: Error };
+const STOPPED = { error: { name: 'Error', message: 'the destination was stopped' } };
 
-/** The worker's connections to webhook destinations. */
+/**
+ * The worker's webhook sending, in a thread of its own (webhook-thread.ts, webhook-client.ts):
+ * sending a request costs the worker about as much CPU as composing it in the sandbox (undici, a
+ * socket write per request), so the event loop composes the next batch while the thread sends.
+ * Started with the first webhook, stopped with the plugins role.
+ */
 export class WebhookSender {
-  private readonly agent: Agent;
   /** Times each answered request (set by the holders, which own the metrics). */
   seconds: { observe(value: number): void } | undefined;
-  private readonly addresses = new Map<string, Error | null>();
+  private pool: Piscina<WebhookTask, SendResult[]> | undefined;
+  private closed = false;
 
   constructor(
-    private readonly egress: EgressPolicy,
+    private readonly egressAllow: string,
     private readonly settings: WebhookSettings,
-  ) {
-    this.agent = new Agent({
-      connections: settings.connections,
-      pipelining: settings.pipelining,
-      headersTimeout: settings.timeoutMs,
-      bodyTimeout: settings.timeoutMs,
-      connect: { lookup: egress.lookup, timeout: settings.timeoutMs },
-    });
-  }
+  ) {}
 
-  /** The concurrency bound of one config's requests. */
-  slots(): RequestSlots {
-    return new RequestSlots(this.settings.inFlight);
-  }
-
-  /** Sends one webhook; resolves with its answer's status or the error (never rejects). */
-  send(w: Webhook): Promise<SendResult> {
-    const refused = this.refusal(w.url.hostname);
-    if (refused) return Promise.resolve({ error: refused });
-    const began = performance.now();
-    const seconds = this.seconds;
-    return new Promise<SendResult>((resolve) => {
-      let status = 0;
-      let statusText = '';
-      this.agent.dispatch(
-        {
-          origin: w.url.origin,
-          path: `${w.url.pathname}${w.url.search}`,
-          method: w.method,
-          headers: w.headers,
-          body: w.body,
-          // Delivery is at least once: a request cut with its connection may be sent again, so
-          // requests may share a connection (pipelining) whatever their method.
-          idempotent: true,
-        },
-        // The handler API undici's Client still calls (7.x wraps the newer one only for its
-        // interceptors); dispatch with it costs ~20 µs of CPU a request, request() ~30.
-        {
-          onConnect() {
-            // Nothing to set up.
-          },
-          onHeaders(statusCode, _headers, _resume, message) {
-            status = statusCode;
-            statusText = message;
-            return true;
-          },
-          onData() {
-            // The answer's body is not read.
-            return true;
-          },
-          onComplete() {
-            seconds?.observe((performance.now() - began) / 1000);
-            resolve({ status, statusText });
-          },
-          onError(error) {
-            resolve({ error });
-          },
-        },
-      );
-    });
-  }
-
-  /**
-   * Why the egress policy refuses an address written in a URL (names are checked on each
-   * connection, by the lookup). Remembered per host: the answer for an address never changes.
-   */
-  private refusal(hostname: string): Error | undefined {
-    let known = this.addresses.get(hostname);
-    if (known === undefined) {
-      known = null;
-      const host = hostname.replace(/^\[|\]$/g, '');
-      try {
-        if (/^[0-9.]+$|:/.test(host)) this.egress.check(hostname, host);
-      } catch (err) {
-        known = err as Error;
-      }
-      if (this.addresses.size >= 10_000) this.addresses.clear();
-      this.addresses.set(hostname, known);
+  /** Sends one config's webhooks; a result for each, in order (never rejects). */
+  async sendAll(configId: number, webhooks: readonly Webhook[], signal: AbortSignal): Promise<SendResult[]> {
+    if (webhooks.length === 0) return [];
+    if (this.closed || signal.aborted) return webhooks.map(() => STOPPED);
+    if (!this.pool) {
+      const entry = runtimeModule(import.meta.url, './webhook-thread');
+      const workerData: WebhookThreadData = { egressAllow: this.egressAllow, settings: this.settings };
+      this.pool = new Piscina({
+        filename: entry.path,
+        execArgv: entry.execArgv,
+        workerData,
+        minThreads: 1,
+        maxThreads: 1,
+        idleTimeout: Number.POSITIVE_INFINITY,
+        // Tasks wait on the network, not the CPU: every config's batches are in flight at once
+        // (PLUGIN_WEBHOOK_IN_FLIGHT bounds each config's requests inside the thread).
+        concurrentTasksPerWorker: 10_000,
+        resourceLimits: { maxOldGenerationSizeMb: 256, maxYoungGenerationSizeMb: 16 },
+      });
     }
-    return known ?? undefined;
+    const stop = new Int32Array(new SharedArrayBuffer(4));
+    const onAbort = () => Atomics.store(stop, 0, 1);
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      const requests = webhooks.map((w) => ({ origin: w.url.origin, hostname: w.url.hostname, path: `${w.url.pathname}${w.url.search}`, method: w.method, headers: w.headers, body: w.body }));
+      const results = await this.pool.run({ configId, requests, stop });
+      const seconds = this.seconds;
+      if (seconds) for (const r of results) if ('ms' in r) seconds.observe(r.ms / 1000);
+      return results;
+    } catch (err) {
+      // The thread failed (its memory limit, a crash): nothing is known of these requests, so
+      // they are tried again like any network failure; piscina starts a new thread.
+      const error = { name: 'Error', message: `the webhook thread failed: ${err instanceof Error ? err.message : String(err)}` };
+      return webhooks.map(() => ({ error }));
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 
   async close(): Promise<void> {
-    await this.agent.close().catch(() => undefined);
+    this.closed = true;
+    const pool = this.pool;
+    this.pool = undefined;
+    await pool?.destroy();
   }
 }
 
@@ -212,7 +147,6 @@ export function webhookAttempt(
   instance: PluginInstance,
   calls: SandboxCalls,
   sender: WebhookSender,
-  slots: RequestSlots,
   teamId: number,
   events: readonly SandboxEvent[],
   metrics: HeldMetrics,
@@ -246,15 +180,14 @@ export function webhookAttempt(
       if (skipped > 0) metrics.skipped.inc(skipped);
     }
     let delivered = 0;
-    const sends = indexes.filter((i) => composed.has(i)).map(async (i) => {
-      const webhook = composed.get(i)!;
-      // Stopping: requests not sent yet stay unsent (the batch is delivered again by the next holder).
-      const result = await slots.run(() => (signal.aborted ? Promise.resolve({ error: new Error('the destination was stopped') }) : sender.send(webhook)));
-      const failure = sendFailure(webhook, result);
+    const toSend = indexes.filter((i) => composed.has(i));
+    // Stopping: requests not sent yet stay unsent (the batch is delivered again by the next holder).
+    const results = await sender.sendAll(instance.configId, toSend.map((i) => composed.get(i)!), signal);
+    toSend.forEach((i, at) => {
+      const failure = sendFailure(composed.get(i)!, results[at]!);
       if (failure) failures.set(i, failure);
       else delivered++;
     });
-    await Promise.all(sends);
     metrics.delivered.inc({ method: 'composeWebhook' }, delivered);
     return failures;
   };
