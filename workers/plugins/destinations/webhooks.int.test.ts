@@ -38,6 +38,25 @@ describe('webhook thread', () => {
     expect(timed).toHaveLength(10);
   });
 
+  it('webhooks - large bodies go to the thread in pieces, no more than THREAD_BODY_CHARS (32 M characters) at once', async () => {
+    let open = 0;
+    let most = 0;
+    await using sink = await startHttpSink(async () => {
+      most = Math.max(most, ++open);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      open--;
+      return 200;
+    });
+    const s = new WebhookSender('loopback', { ...SETTINGS, connections: 20, inFlight: 100 });
+    senders.push(s);
+    // Ten bodies of 5 M characters: 50 M in all, 6 of them fit the thread at once.
+    const big = 'x'.repeat(5 * 1024 * 1024);
+    const results = await s.sendAll(1, Array.from({ length: 10 }, (_, i) => hook(`${sink.url}/big?i=${i}`, big)), new AbortController().signal);
+    expect(results.map((r) => ('status' in r ? r.status : r.error.message))).toEqual(Array(10).fill(200));
+    expect(sink.requests.every((r) => r.body.length === big.length)).toBe(true);
+    expect(most).toBeLessThanOrEqual(6);
+  });
+
   it('webhooks - an address the egress policy refuses is never reached, and says why (HostOpError)', async () => {
     await using sink = await startHttpSink();
     const s = sender('');

@@ -13,7 +13,7 @@ import type { HeldMetrics } from '../held-metrics.js';
 import { sandboxFailures } from './on-event.js';
 import type { Failure } from './retries.js';
 import type { SandboxCalls } from './sandbox-calls.js';
-import type { SendResult, WebhookSettings } from './webhook-client.js';
+import type { SendResult, WebhookRequest, WebhookSettings } from './webhook-client.js';
 import type { WebhookTask, WebhookThreadData } from './webhook-thread.js';
 
 export type { WebhookSettings } from './webhook-client.js';
@@ -79,6 +79,57 @@ function retryableStatus(status: number): boolean {
 const STOPPED = { error: { name: 'Error', message: 'the destination was stopped' } };
 
 /**
+ * Body characters in the webhook thread at once, every config's: its heap holds them (a body of
+ * 500 KB times a batch of 500 would fill it), so a batch waits for room rather than crash the
+ * thread and fail every config's requests with it.
+ */
+const THREAD_BODY_CHARS = 32 * 1024 * 1024;
+/** Body characters in one task: a batch of large webhooks goes to the thread in pieces. */
+const TASK_BODY_CHARS = 4 * 1024 * 1024;
+
+/** Characters in flight, FIFO; one piece larger than the whole budget goes alone. */
+class CharBudget {
+  private used = 0;
+  private readonly waiting: Array<{ chars: number; go: () => void }> = [];
+
+  constructor(private readonly limit: number) {}
+
+  async take(chars: number): Promise<void> {
+    if (this.waiting.length === 0 && this.fits(chars)) {
+      this.used += chars;
+      return;
+    }
+    await new Promise<void>((go) => this.waiting.push({ chars, go }));
+  }
+
+  give(chars: number): void {
+    this.used -= chars;
+    while (this.waiting.length > 0 && this.fits(this.waiting[0]!.chars)) {
+      const next = this.waiting.shift()!;
+      this.used += next.chars;
+      next.go();
+    }
+  }
+
+  private fits(chars: number): boolean {
+    return this.used === 0 || this.used + chars <= this.limit;
+  }
+}
+
+/** Consecutive pieces of `requests` of at most TASK_BODY_CHARS body characters (at least one request each). */
+function piecesOf(requests: readonly WebhookRequest[]): Array<{ requests: WebhookRequest[]; chars: number }> {
+  const pieces: Array<{ requests: WebhookRequest[]; chars: number }> = [];
+  let piece: { requests: WebhookRequest[]; chars: number } | undefined;
+  for (const r of requests) {
+    const chars = r.body?.length ?? 0;
+    if (!piece || (piece.requests.length > 0 && piece.chars + chars > TASK_BODY_CHARS)) pieces.push((piece = { requests: [], chars: 0 }));
+    piece.requests.push(r);
+    piece.chars += chars;
+  }
+  return pieces;
+}
+
+/**
  * The worker's webhook sending, in a thread of its own (webhook-thread.ts, webhook-client.ts):
  * sending a request costs the worker about as much CPU as composing it in the sandbox (undici, a
  * socket write per request), so the event loop composes the next batch while the thread sends.
@@ -88,6 +139,7 @@ export class WebhookSender {
   /** Times each answered request (set by the holders, which own the metrics). */
   seconds: { observe(value: number): void } | undefined;
   private pool: Piscina<WebhookTask, SendResult[]> | undefined;
+  private readonly budget = new CharBudget(THREAD_BODY_CHARS);
   private closed = false;
 
   constructor(
@@ -99,10 +151,48 @@ export class WebhookSender {
   async sendAll(configId: number, webhooks: readonly Webhook[], signal: AbortSignal): Promise<SendResult[]> {
     if (webhooks.length === 0) return [];
     if (this.closed || signal.aborted) return webhooks.map(() => STOPPED);
+    const stop = new Int32Array(new SharedArrayBuffer(4));
+    const onAbort = () => Atomics.store(stop, 0, 1);
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      const requests = webhooks.map((w) => ({ origin: w.url.origin, hostname: w.url.hostname, path: `${w.url.pathname}${w.url.search}`, method: w.method, headers: w.headers, body: w.body }));
+      const results = await Promise.all(
+        piecesOf(requests).map(async (piece) => {
+          await this.budget.take(piece.chars);
+          try {
+            return await this.run({ configId, requests: piece.requests, stop });
+          } finally {
+            this.budget.give(piece.chars);
+          }
+        }),
+      );
+      const all = results.flat();
+      const seconds = this.seconds;
+      if (seconds) for (const r of all) if ('ms' in r) seconds.observe(r.ms / 1000);
+      return all;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private async run(task: WebhookTask): Promise<SendResult[]> {
+    try {
+      if (this.closed) return task.requests.map(() => STOPPED);
+      return await this.threads().run(task);
+    } catch (err) {
+      // The thread failed (its memory limit, a crash) or could not start: nothing is known of
+      // these requests, so they are tried again like any network failure (piscina starts a new
+      // thread).
+      const error = { name: 'Error', message: `the webhook thread failed: ${err instanceof Error ? err.message : String(err)}` };
+      return task.requests.map(() => ({ error }));
+    }
+  }
+
+  private threads(): Piscina<WebhookTask, SendResult[]> {
     if (!this.pool) {
       const entry = runtimeModule(import.meta.url, './webhook-thread');
       const workerData: WebhookThreadData = { egressAllow: this.egressAllow, settings: this.settings };
-      this.pool = new Piscina({
+      const pool = new Piscina<WebhookTask, SendResult[]>({
         filename: entry.path,
         execArgv: entry.execArgv,
         workerData,
@@ -110,28 +200,19 @@ export class WebhookSender {
         maxThreads: 1,
         idleTimeout: Number.POSITIVE_INFINITY,
         // Tasks wait on the network, not the CPU: every config's batches are in flight at once
-        // (PLUGIN_WEBHOOK_IN_FLIGHT bounds each config's requests inside the thread).
+        // (PLUGIN_WEBHOOK_IN_FLIGHT bounds each config's requests inside the thread, and
+        // THREAD_BODY_CHARS what they hold).
         concurrentTasksPerWorker: 10_000,
+        // The thread keeps sockets open between tasks: it must keep running (read a server's
+        // FIN, run undici's timers), not sleep in Atomics.wait as piscina's default has it.
+        atomics: 'disabled',
         resourceLimits: { maxOldGenerationSizeMb: 256, maxYoungGenerationSizeMb: 16 },
       });
+      // A thread that fails with no task running is replaced by piscina; nothing of ours was in it.
+      pool.on('error', () => undefined);
+      this.pool = pool;
     }
-    const stop = new Int32Array(new SharedArrayBuffer(4));
-    const onAbort = () => Atomics.store(stop, 0, 1);
-    signal.addEventListener('abort', onAbort, { once: true });
-    try {
-      const requests = webhooks.map((w) => ({ origin: w.url.origin, hostname: w.url.hostname, path: `${w.url.pathname}${w.url.search}`, method: w.method, headers: w.headers, body: w.body }));
-      const results = await this.pool.run({ configId, requests, stop });
-      const seconds = this.seconds;
-      if (seconds) for (const r of results) if ('ms' in r) seconds.observe(r.ms / 1000);
-      return results;
-    } catch (err) {
-      // The thread failed (its memory limit, a crash): nothing is known of these requests, so
-      // they are tried again like any network failure; piscina starts a new thread.
-      const error = { name: 'Error', message: `the webhook thread failed: ${err instanceof Error ? err.message : String(err)}` };
-      return webhooks.map(() => ({ error }));
-    } finally {
-      signal.removeEventListener('abort', onAbort);
-    }
+    return this.pool;
   }
 
   async close(): Promise<void> {
