@@ -4,16 +4,24 @@
 import { describe, expect, it } from 'vitest';
 import type { CapturedEvent } from '../../lib/index.js';
 import { EventHooks, HookedEventTooLargeError, type HookBatch } from '../coordination/index.js';
-import { lineRoom, parseMessages, processedLine, type SourceMessage } from './batch-codec.js';
+import { bodyRoom, lineRoom, packOutputs, parseMessages, processedLine, type SourceMessage } from './batch-codec.js';
 import { applyHooks } from './batch-transaction.js';
 
 const U1 = '0190a7a0-0000-7000-8000-000000000001';
+const PERSON = '0190a7a0-0000-7000-8000-0000000000ff';
 const MAX_PAYLOAD = 128 * 1024;
-const line = `{"uuid":"${U1}","event":"e","distinct_id":"d","properties":{"a":1},"timestamp":"2024-01-01T00:00:00Z","token":"t","project_id":1}`;
-const source: SourceMessage = { seq: 1, subject: 'events.1.0', data: new TextEncoder().encode(`${line}\n`), storedAtMs: 0 };
+const STREAM = 'EVENTS';
+const lineOf = (properties: string) =>
+  `{"uuid":"${U1}","event":"e","distinct_id":"d","properties":${properties},"timestamp":"2024-01-01T00:00:00Z","token":"t","project_id":1}`;
+const line = lineOf('{"a":1}');
 
-/** Runs one hook on the line's event; the error it met, if any, and the event as the batch holds it. */
-async function hooked(hook: (batch: HookBatch) => void) {
+/**
+ * Runs one hook on the event of `captured` (a line); the error it met, if any, the event as the
+ * batch holds it, its processed line (person_id appended) and the PROCESSED messages packed from it.
+ */
+async function hooked(hook: (batch: HookBatch) => void, captured = line, maxPayload = MAX_PAYLOAD) {
+  // The largest sequence a stream can reach: the longest message id.
+  const source: SourceMessage = { seq: Number.MAX_SAFE_INTEGER, subject: 'events.1.0', data: new TextEncoder().encode(`${captured}\n`), storedAtMs: 0 };
   const parsed = parseMessages('events', [source]);
   const hooks = new EventHooks();
   let error: unknown;
@@ -24,10 +32,11 @@ async function hooked(hook: (batch: HookBatch) => void) {
       error = err;
     }
   });
-  const [entry] = await applyHooks(hooks, { stream: 'EVENTS', shard: 0 }, parsed.events, parsed.bodies, MAX_PAYLOAD);
-  const out = processedLine({ person_id: 'p' }, parsed.bodies[0], entry!, true);
+  const [entry] = await applyHooks(hooks, { stream: STREAM, shard: 0 }, parsed.events, parsed.bodies, maxPayload);
+  const out = processedLine({ person_id: PERSON }, parsed.bodies[0], entry!, true);
   const bytes = Buffer.concat([out.source!.subarray(out.start, out.insertAt ?? out.end), out.insert ?? Buffer.alloc(0), out.source!.subarray(out.insertAt ?? out.end, out.end), out.tail]);
-  return { error, entry: entry!, processed: JSON.parse(bytes.toString()) as CapturedEvent };
+  const parts = packOutputs(STREAM, 0, [source], parsed.projects, [[out]], 1 << 30, maxPayload);
+  return { error, entry: entry!, processed: JSON.parse(bytes.toString()) as CapturedEvent, parts };
 }
 
 describe('hooks applied to a batch', () => {
@@ -39,27 +48,64 @@ describe('hooks applied to a batch', () => {
     expect(small.processed.properties).toEqual({ $plugins_succeeded: ['P (1)'], a: 1 });
 
     // Characters are not bytes: a third of the room in '€' is the whole room in UTF-8.
-    const room = lineRoom(MAX_PAYLOAD);
+    const room = lineRoom(MAX_PAYLOAD, STREAM, 0);
     const big = await hooked((b) => b.addProperties(0, { blob: '€'.repeat(Math.ceil(room / 3)) }));
     expect(big.error).toBeInstanceOf(HookedEventTooLargeError);
     expect(big.error).toMatchObject({ uuid: U1, room });
     expect((big.error as HookedEventTooLargeError).bytes).toBeGreaterThan(room);
     expect(big.entry.event.properties).toEqual({ a: 1 });
     expect(big.entry.insert).toBeUndefined();
-    expect(big.processed).toEqual({ ...JSON.parse(line), person_id: 'p' });
+    expect(big.processed).toEqual({ ...JSON.parse(line), person_id: PERSON });
   });
 
   it('apply hooks - a replaced event is serialised once and copied out with person_id; too many bytes are refused, the event as it was', async () => {
     const renamed = await hooked((b) => b.replace(0, { ...b.events[0]!.event, event: 'renamed', properties: { a: 2 } }));
     expect(renamed.error).toBeUndefined();
     expect(renamed.entry.body?.toString()).toBe(JSON.stringify(renamed.entry.event));
-    expect(renamed.processed).toEqual({ ...JSON.parse(line), event: 'renamed', properties: { a: 2 }, person_id: 'p' });
+    expect(renamed.processed).toEqual({ ...JSON.parse(line), event: 'renamed', properties: { a: 2 }, person_id: PERSON });
 
     // JSON escapes a control character in 6 bytes.
-    const escaped = await hooked((b) => b.replace(0, { ...b.events[0]!.event, event: 'renamed', properties: { c: '\u0001'.repeat(Math.ceil(lineRoom(MAX_PAYLOAD) / 6)) } }));
+    const escaped = await hooked((b) => b.replace(0, { ...b.events[0]!.event, event: 'renamed', properties: { c: '\u0001'.repeat(Math.ceil(lineRoom(MAX_PAYLOAD, STREAM, 0) / 6)) } }));
     expect(escaped.error).toBeInstanceOf(HookedEventTooLargeError);
     expect(escaped.entry.event.event).toBe('e');
     expect(escaped.entry.body).toBeUndefined();
-    expect(escaped.processed).toEqual({ ...JSON.parse(line), person_id: 'p' });
+    expect(escaped.processed).toEqual({ ...JSON.parse(line), person_id: PERSON });
+  });
+
+  it('apply hooks - a captured event as large as ingest takes still gains what hooks add, and its PROCESSED message is published', async () => {
+    // Ingest takes a line up to max_payload - 1 KiB (ingest/message-size.ts): with 1 MiB, a
+    // 1,000,000-byte line is an ordinary event, and the lists a plugin adds must fit beside it.
+    const MIB = 1024 * 1024;
+    const big = lineOf(`{"a":1,"pad":"${'x'.repeat(1_000_000 - line.length - 9)}"}`);
+    expect(Buffer.byteLength(big)).toBe(1_000_000);
+    const lists = await hooked((b) => b.addProperties(0, { x: 1, $plugins_succeeded: ['P (1)', 'Q (2)'] }), big, MIB);
+    expect(lists.error).toBeUndefined();
+    expect(lists.processed.properties).toMatchObject({ x: 1, $plugins_succeeded: ['P (1)', 'Q (2)'], a: 1 });
+    expect(lists.parts).toHaveLength(1);
+    expect(lists.parts[0]!.body.length).toBeLessThanOrEqual(bodyRoom(MIB, lists.parts[0]!.msgId));
+    // The largest line ingest takes, replaced: still room for what a plugin adds.
+    const largest = lineOf(`{"a":1,"pad":"${'x'.repeat(MIB - 1024 - line.length - 9)}"}`);
+    const replaced = await hooked((b) => b.replace(0, { ...b.events[0]!.event, properties: { ...b.events[0]!.event.properties, $plugins_succeeded: ['P (1)'] } }), largest, MIB);
+    expect(replaced.error).toBeUndefined();
+    expect(replaced.parts[0]!.body.length).toBeLessThanOrEqual(bodyRoom(MIB, replaced.parts[0]!.msgId));
+  });
+
+  it('apply hooks - the room is what one PROCESSED message can carry: a line of exactly it is published, a byte more refused, $groups counted', async () => {
+    const room = lineRoom(MAX_PAYLOAD, STREAM, 0);
+    const padded = (bytes: number, extra: Record<string, unknown> = {}) => (b: HookBatch) => {
+      const base = { ...b.events[0]!.event, properties: { ...extra, pad: '' } };
+      b.replace(0, { ...base, properties: { ...extra, pad: 'x'.repeat(bytes - Buffer.byteLength(JSON.stringify(base))) } });
+    };
+    const exact = await hooked(padded(room));
+    expect(exact.error).toBeUndefined();
+    expect(exact.entry.body?.length).toBe(room);
+    expect(exact.parts).toHaveLength(1);
+    // Under the longest id the stream's messages can get, with person_id and the newline.
+    expect(exact.parts[0]!.body.length).toBeLessThanOrEqual(bodyRoom(MAX_PAYLOAD, exact.parts[0]!.msgId));
+    const over = await hooked(padded(room + 1));
+    expect(over.error).toMatchObject({ bytes: room + 1, room });
+    // Processing adds `"$group_N":"<key>"` for each of $groups' keys (five at most).
+    const grouped = await hooked(padded(room, { $groups: { company: 'k'.repeat(400) } }));
+    expect(grouped.error).toMatchObject({ bytes: room, room: room - ',"$group_0":'.length - 402 });
   });
 });

@@ -16,7 +16,9 @@ import { beginBatch, HookedEventTooLargeError, isTransientDbError, lockPositions
 import {
   bodyRoom,
   checkCapturedEvent,
+  groupsGrowth,
   lineRoom,
+  MAX_GROUPS_GROWTH,
   packOutputs,
   parseMessages,
   propertiesInsertAt,
@@ -215,9 +217,9 @@ function runHooks(ctx: PartitionContext, partition: PartitionState, events: Batc
 
 /**
  * Runs the hooks on a batch's parsed events (`bodies`: its source messages); the events left. A
- * change whose line would take more than lineRoom(maxPayload) bytes is refused
- * (HookedEventTooLargeError, the event left as it was): its PROCESSED message could never be
- * published, and the batch would isolate the event as poison.
+ * change whose line, with what processing adds to it, would not fit a PROCESSED message alone
+ * (lineRoom less the event's groupsGrowth) is refused (HookedEventTooLargeError, the event left as
+ * it was): its message could never be published, and the batch would isolate the event as poison.
  */
 export async function applyHooks(
   hooks: EventHooks,
@@ -227,7 +229,13 @@ export async function applyHooks(
   maxPayload: number,
 ): Promise<BatchEvent[]> {
   if (hooks.size === 0 || events.length === 0) return events;
-  const room = lineRoom(maxPayload);
+  const room = lineRoom(maxPayload, where.stream, where.shard);
+  // `$group_N` is looked at only for a line near the room (most lines are far below it).
+  const fits = (entry: BatchEvent, size: number, properties: Readonly<Record<string, unknown>>) => {
+    if (size <= room - MAX_GROUPS_GROWTH) return;
+    const limit = room - groupsGrowth(properties);
+    if (size > limit) throw new HookedEventTooLargeError(entry.event.uuid, size, limit);
+  };
   // Serialised now, not after processing: its size is known before it is taken, and processing
   // copies these bytes (plus person_id) when it changes nothing else.
   const replaced = (entry: BatchEvent, event: CapturedEvent, hook: string) => {
@@ -235,7 +243,7 @@ export async function applyHooks(
     const checked = checkCapturedEvent(event, problem);
     if (!checked) throw new TypeError(`hook ${hook} replaced event ${entry.event.uuid} with one that is not a captured event: ${problem.reason}`);
     const body = Buffer.from(JSON.stringify(checked.event));
-    if (body.length > room) throw new HookedEventTooLargeError(entry.event.uuid, body.length, room);
+    fits(entry, body.length, checked.event.properties);
     entry.event = checked.event;
     entry.body = body;
     entry.span = { start: 0, end: body.length };
@@ -268,7 +276,7 @@ export async function applyHooks(
     const before = entry.insert?.bytes;
     const bytes = before || !at.empty ? lastBytes.more : lastBytes.empty;
     const size = span.end - span.start + (before?.length ?? 0) + bytes.length;
-    if (size > room) throw new HookedEventTooLargeError(entry.event.uuid, size, room);
+    fits(entry, size, Object.hasOwn(properties, '$groups') ? properties : current);
     // The event is this attempt's own parse: changed in place, as processing does.
     Object.assign(current, properties);
     entry.insert = { at: at.at, bytes: before ? Buffer.concat([bytes, before]) : bytes };
