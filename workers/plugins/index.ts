@@ -98,7 +98,7 @@ export async function startPlugins(options: PluginsOptions, deps: PluginsDeps): 
     throw err;
   }
   const opened = catalog;
-  const removeHook = deps.hooks.add('plugins', transformationHook(opened, metrics, { maxChangeChars: () => Math.floor(deps.maxPayload() / 2) }, logger));
+  const removeHook = deps.hooks.add('plugins', transformationHook(opened, metrics, { maxChangeChars: () => deps.maxPayload() }, logger));
   const pruning = startJobRunsPruning(db, deps.jsm, logger);
   let held: HeldConfigs | undefined;
   return {

@@ -6,7 +6,7 @@ export function createPluginMetrics(registry: Registry, instances: () => Map<str
   return {
     events: new Counter({
       name: 'spate_worker_plugin_events_total',
-      help: 'Events a plugin method handled, by method and outcome: ok (unchanged), changed, dropped (processEvent returned null), failed (threw, returned what cannot be used or what makes the event too large, or the runtime failed on its batch), timeout (ran out of CPU or wall time), skipped (the plugin was not ready: being set up again, or disabled)',
+      help: 'Events a plugin method handled, by method and outcome: ok (unchanged), changed, dropped (processEvent returned null), failed (threw, returned what cannot be used or what makes the event too large, or the runtime failed on its batch), timeout (ran out of CPU or wall time), skipped (the plugin was not ready: being set up again, or disabled; or its change was discarded with that of a plugin that made the event too large or unprocessable)',
       labelNames: ['method', 'outcome'],
       registers: r,
     }),
@@ -15,6 +15,11 @@ export function createPluginMetrics(registry: Registry, instances: () => Map<str
       help: 'Time of one plugin call on a batch of events (the sandbox crossing included), by method',
       labelNames: ['method'],
       buckets: [0.0005, 0.002, 0.01, 0.05, 0.25, 1, 5],
+      registers: r,
+    }),
+    listsOmitted: new Counter({
+      name: 'spate_worker_plugin_lists_omitted_total',
+      help: 'Events that went on without $plugins_succeeded / $plugins_failed: with them, their line would not fit a PROCESSED message',
       registers: r,
     }),
     setups: new Counter({ name: 'spate_worker_plugin_setups_total', help: 'Plugin instance set-ups (load and setupPlugin), by outcome: ready, failed', labelNames: ['outcome'], registers: r }),

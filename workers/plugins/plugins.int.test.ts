@@ -103,8 +103,8 @@ describe('plugin runtime', () => {
   });
 
   it('transformations - an event the plugins make too large for PROCESSED (bytes, not characters) goes on as captured, with ERRORs; nothing fails', async () => {
-    // A stock nats-server's max_payload, 1 MiB: 400,000 characters pass the character bound (half
-    // of it) but are 1.2 MB of UTF-8; two plugins adding 600 KB each pass it each on their own.
+    // A stock nats-server's max_payload, 1 MiB: 400,000 characters pass the character bound (the
+    // max payload) but are 1.2 MB of UTF-8; two plugins adding 600 KB each fit each on their own.
     await using rig = await startPluginRig({ PLUGIN_BREAKER: '0/100' }, {}, { natsMaxPayload: 1024 * 1024 });
     const bloater = await rig.install(
       `export function processEvent(event) {
@@ -133,14 +133,15 @@ describe('plugin runtime', () => {
     expect(Date.now() - started).toBeLessThan(15_000);
     const byUuid = new Map(lines.map((l) => [l.uuid, l]));
     const [B, H] = [`Bloater (${bloater.configId})`, `Halver (${halver.configId})`];
-    // As captured: the plugin that added a property beside the megabyte is not blamed for its size.
-    expect(byUuid.get(events[0]!.uuid)).toMatchObject({ event: 'add', properties: { n: 0, $plugins_succeeded: [H], $plugins_failed: [B] } });
-    expect(byUuid.get(events[1]!.uuid)).toMatchObject({ event: 'rename', properties: { n: 1, $plugins_succeeded: [H], $plugins_failed: [B] } });
+    // As captured: the plugin that added a property beside the megabyte is not blamed for its size,
+    // but the event does not carry its change either (a WARN says why; counted as skipped).
+    expect(byUuid.get(events[0]!.uuid)).toMatchObject({ event: 'add', properties: { n: 0, $plugins_succeeded: [], $plugins_failed: [B, H] } });
+    expect(byUuid.get(events[1]!.uuid)).toMatchObject({ event: 'rename', properties: { n: 1, $plugins_succeeded: [], $plugins_failed: [B, H] } });
     expect(byUuid.get(events[2]!.uuid)).toMatchObject({ event: 'half', properties: { n: 2, $plugins_succeeded: [], $plugins_failed: [B, H] } });
     for (const e of events.slice(0, 3)) expect(Object.keys(byUuid.get(e.uuid)!.properties).sort()).toEqual(['$plugins_failed', '$plugins_succeeded', 'n']);
     expect(byUuid.get(events[3]!.uuid)!.properties).toEqual({ n: 3, small: 1, good: 1, $plugins_succeeded: [B, H] });
     const tooLarge = (l: { message: string }, e: (typeof events)[number]) =>
-      new RegExp(`^processEvent made event ${e.uuid} \\("${e.event}"\\) (\\d+) bytes long as JSON, more than the (\\d+) an event may take in a PROCESSED message: the event goes on as it was before the transformations$`).exec(l.message);
+      new RegExp(`^processEvent made event ${e.uuid} \\("${e.event}"\\) (\\d+) bytes long as JSON \\(its change added \\d+\\), more than the (\\d+) an event may take in a PROCESSED message: the event goes on as it was before the transformations$`).exec(l.message);
     await rig.waitForLog(bloater.configId, 'the ERROR of the half', (l) => tooLarge(l, events[2]!) !== null);
     await rig.waitForLog(halver.configId, 'the ERROR of the half', (l) => tooLarge(l, events[2]!) !== null);
     const bloaterErrors = (await rig.logs(bloater.configId)).filter((l) => l.type === 'ERROR' && l.source === 'PLUGIN');
@@ -149,11 +150,56 @@ describe('plugin runtime', () => {
     expect(bytes).toBeGreaterThan(1_200_000);
     expect(room).toBeLessThan(1024 * 1024);
     expect((await rig.logs(halver.configId)).filter((l) => l.type === 'ERROR')).toHaveLength(1);
+    await rig.waitForLog(halver.configId, 'the WARN of the add', (l) => l.type === 'WARN' && l.message.startsWith(`processEvent's change to event ${events[0]!.uuid} ("add") is discarded: ${B} made`));
     // Counted as the plugins' failures; no event failed its batch.
     const metrics = await fetch(`${rig.worker.statusUrl}/metrics`).then((r) => r.text());
     expect(Number(/spate_worker_plugin_events_total\{method="processEvent",outcome="failed"[^}]*\} (\d+)\n/.exec(metrics)?.[1])).toBeGreaterThanOrEqual(4);
     const { rows } = await rig.f.db.query("SELECT details FROM ingestion_warnings WHERE project_id = $1 AND type = 'event_processing_failed'", [p]);
     expect(rows).toEqual([]);
+  });
+
+  it('transformations - large captured events still take plugins\' changes; blame for a too large event goes by the bytes each change added', async () => {
+    // 1 MiB: ingest takes lines up to 1,047,552 bytes, so a 1,000,000-byte event is an ordinary one.
+    await using rig = await startPluginRig({ PLUGIN_BREAKER: '0/100' }, {}, { natsMaxPayload: 1024 * 1024 });
+    const whole = await rig.install(
+      `export function processEvent(event) {
+        if (event.event === 'mixed' || event.event === 'whole') return { ...event, properties: { ...event.properties, t: 1 } }
+        event.properties.x = 1
+        return event
+      }`,
+      { name: 'Whole', order: 1 },
+    );
+    const euros = await rig.install(
+      `export function processEvent(event) {
+        if (event.event === 'mixed') event.properties.euros = '€'.repeat(30000)
+        return event
+      }`,
+      { name: 'Euros', order: 2 },
+    );
+    const p = rig.user.projectId;
+    const big = capture(p, 'big', 'u1', { pad: '' });
+    big.properties.pad = 'x'.repeat(1_000_000 - Buffer.byteLength(JSON.stringify(big)));
+    expect(Buffer.byteLength(JSON.stringify(big))).toBe(1_000_000);
+    // 960 KB of UTF-8 in 320,000 characters: Whole's new object is 320,000 characters long, Euros'
+    // change 30,000 (under a tenth of both), but it adds 90,000 bytes, Whole's 6.
+    const mixed = capture(p, 'mixed', 'u2', { e: '€'.repeat(320_000) });
+    // A new object as large as the event: not a change of 700,000 characters (the bound is max_payload).
+    const wholeEvent = capture(p, 'whole', 'u3', { pad: 'y'.repeat(700_000) });
+    await publishEvents(rig.js, [big, mixed, wholeEvent], { perMessage: 1 });
+    const byUuid = new Map((await rig.processed(3)).map((l) => [l.uuid, l]));
+    const [W, E] = [`Whole (${whole.configId})`, `Euros (${euros.configId})`];
+    expect(byUuid.get(big.uuid)!.properties).toEqual({ pad: big.properties.pad, x: 1, $plugins_succeeded: [W, E] });
+    expect(byUuid.get(wholeEvent.uuid)!.properties).toEqual({ pad: wholeEvent.properties.pad, t: 1, $plugins_succeeded: [W, E] });
+    expect(byUuid.get(mixed.uuid)!.properties).toEqual({ e: mixed.properties.e, $plugins_succeeded: [], $plugins_failed: [W, E] });
+    await rig.waitForLog(euros.configId, 'the ERROR of the mixed event', (l) => l.type === 'ERROR' && l.message.includes(mixed.uuid));
+    const error = (await rig.logs(euros.configId)).find((l) => l.type === 'ERROR')!;
+    expect(error.message).toMatch(new RegExp(`^processEvent made event ${mixed.uuid} \\("mixed"\\) \\d+ bytes long as JSON \\(its change added 90\\d{3}\\), more than the 1048\\d{3} an event`));
+    await rig.waitForLog(whole.configId, 'the WARN of the mixed event', (l) => l.type === 'WARN' && l.message.startsWith(`processEvent's change to event ${mixed.uuid} ("mixed") is discarded: ${E} made`));
+    expect((await rig.logs(whole.configId)).filter((l) => l.type === 'ERROR')).toEqual([]);
+    // Only Euros failed (metrics, breaker); Whole's discarded change is counted as skipped.
+    const metrics = await fetch(`${rig.worker.statusUrl}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/spate_worker_plugin_events_total\{method="processEvent",outcome="failed"[^}]*\} 1\n/);
+    expect(metrics).toMatch(/spate_worker_plugin_events_total\{method="processEvent",outcome="skipped"[^}]*\} 1\n/);
   });
 
   it('transformations - a plugin that makes the runtime fail (a forged result) is logged, counted and disabled by its breaker; events go on', async () => {

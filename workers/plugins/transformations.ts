@@ -7,9 +7,11 @@
 // too: the batch would refuse the event, and a refused event is isolated as poison). So does a
 // failure of the runtime itself on a plugin's batch (a plugin can provoke one: it shares the
 // prelude's realm and can forge the result string). An event the plugins made too large for a
-// PROCESSED message (the batch measures its bytes) goes on as it was before the transformations.
-// Each event records the plugins that ran on it in $plugins_succeeded and those that failed in
-// $plugins_failed; each plugin's outcomes are counted (metrics, breaker) once the batch took them.
+// PROCESSED message (the batch measures its bytes) goes on as it was before the transformations,
+// the plugins blamed by the bytes each change added (unchanged). Each event records the plugins
+// whose outcome it carries in $plugins_succeeded and those that failed or whose change it lost in
+// $plugins_failed (omitted only when they do not fit); each plugin's outcomes are counted
+// (metrics, breaker) once the batch took them.
 //
 // Replays: the hook runs again whenever a batch does (retries, replays after a crash, the trials
 // that isolate a poison event). What the runtime decides is the same each time (order, lists,
@@ -38,8 +40,20 @@ interface Working {
   failed: string[];
   /** The plugins that ran on it since it became `changed` (what its replacement owes to them). */
   changedBy: PluginInstance[];
-  /** Every plugin whose change it carries, with the characters of that change (blame for its size). */
-  changes: Array<{ instance: PluginInstance; size: number }> | undefined;
+  /** Every plugin whose change it carries, in order (what a refusal discards, and blame for its size). */
+  changes: Change[] | undefined;
+}
+
+/**
+ * One plugin's change to an event: the event before it and after it, or (`after` undefined: the
+ * last plugin's additions, only recorded) the properties it added. What it added to the line is
+ * measured from these only when the event turned out too large (growths).
+ */
+interface Change {
+  instance: PluginInstance;
+  before: Working['view'];
+  after: Working['view'] | undefined;
+  added: ReadonlyArray<readonly [string, unknown]>;
 }
 
 /** One plugin's outcomes on a project's events of the batch, counted once the batch took them. */
@@ -49,20 +63,23 @@ interface Tally {
   dropped: number;
   failed: number;
   timedOut: number;
+  /** Changes discarded with another plugin's that made the event too large or unprocessable (not this plugin's failure). */
+  skipped: number;
 }
 
 type Tallies = Map<PluginInstance, Tally>;
 
 function tallyOf(tallies: Tallies, instance: PluginInstance): Tally {
   let t = tallies.get(instance);
-  if (!t) tallies.set(instance, (t = { ok: 0, changed: 0, dropped: 0, failed: 0, timedOut: 0 }));
+  if (!t) tallies.set(instance, (t = { ok: 0, changed: 0, dropped: 0, failed: 0, timedOut: 0, skipped: 0 }));
   return t;
 }
 
 export interface TransformationOptions {
   /**
-   * Largest change a plugin may make to one event, in characters of its result: a first, cheap
-   * bound (the batch refuses an event whose bytes would not fit a PROCESSED message).
+   * Largest change a plugin may make to one event, in characters of its result (a whole event's
+   * for a new object): a first, cheap bound, max_payload (a character is a byte or more, so a
+   * larger one could never fit); the batch refuses an event whose bytes would not fit.
    */
   maxChangeChars: () => number;
 }
@@ -132,6 +149,10 @@ function applyPatch(w: Working, patch: Extract<EventOutcome, { kind: 'patch' }>,
 }
 
 export function transformationHook(catalog: PluginCatalog, metrics: PluginMetrics, options: TransformationOptions, logger: Logger): BeforePersonsHook {
+  const listsOmitted: ListsOmitted = (event, err) => {
+    metrics.listsOmitted.inc();
+    logger.warn({ uuid: event.uuid, bytes: err.bytes, room: err.room }, 'an event goes on without $plugins_succeeded / $plugins_failed: no room for them in a PROCESSED message');
+  };
   return async (batch: HookBatch) => {
     if (catalog.noTransformations) return;
     const byProject = new Map<number, number[]>();
@@ -171,7 +192,7 @@ export function transformationHook(catalog: PluginCatalog, metrics: PluginMetric
           tallyOf(tallies, instance).failed += live.length;
         });
       }
-      finish(working, batch, tallies);
+      finish(working, batch, tallies, listsOmitted);
       count(tallies, metrics);
     }
   };
@@ -186,6 +207,7 @@ function count(tallies: Tallies, metrics: PluginMetrics): void {
     if (t.dropped > 0) metrics.events.inc({ method: 'processEvent', outcome: 'dropped' }, t.dropped);
     if (t.failed > 0) metrics.events.inc({ method: 'processEvent', outcome: 'failed' }, t.failed);
     if (t.timedOut > 0) metrics.events.inc({ method: 'processEvent', outcome: 'timeout' }, t.timedOut);
+    if (t.skipped > 0) metrics.events.inc({ method: 'processEvent', outcome: 'skipped' }, t.skipped);
   }
 }
 
@@ -240,6 +262,7 @@ async function runOne(
         w.dropped = true;
         break;
       case 'patch': {
+        const before = w.view;
         const problem = o.size > maxChange ? `returned a change of ${o.size} characters (at most ${maxChange})` : applyPatch(w, o, original, more);
         if (problem) {
           tally.failed++;
@@ -247,7 +270,7 @@ async function runOne(
         } else {
           tally.changed++;
           w.succeeded.push(instance.label);
-          (w.changes ??= []).push({ instance, size: o.size });
+          (w.changes ??= []).push({ instance, before, after: w.view === before ? undefined : w.view, added: o.properties });
           if (w.changed) w.changedBy.push(instance);
         }
         break;
@@ -259,11 +282,12 @@ async function runOne(
           fail(w, result);
         } else {
           tally.changed++;
+          const before = w.view;
           w.view = { ...result, team_id: teamId };
           w.changed = true;
           w.added = undefined;
           w.succeeded.push(instance.label);
-          (w.changes ??= []).push({ instance, size: o.size });
+          (w.changes ??= []).push({ instance, before, after: w.view, added: [] });
           w.changedBy.push(instance);
         }
         break;
@@ -274,8 +298,12 @@ async function runOne(
   tally.ok += live.length - touched.size;
 }
 
-/** The events as the plugins left them, with $plugins_succeeded / $plugins_failed, back in the batch. */
-function finish(working: Working[], batch: HookBatch, tallies: Tallies): void {
+/**
+ * The events as the plugins left them, with $plugins_succeeded / $plugins_failed, back in the batch.
+ * An event too large with the lists goes on without them when its changes fit alone (the lists
+ * are the runtime's, not a plugin's change); else as captured (unchanged).
+ */
+function finish(working: Working[], batch: HookBatch, tallies: Tallies, listsOmitted: ListsOmitted): void {
   // Most events share one outcome: one lists object (and one JSON of it) for all of them.
   const shared = new Map<string, Record<string, unknown>>();
   let everyOne: Record<string, unknown> | undefined;
@@ -297,55 +325,107 @@ function finish(working: Working[], batch: HookBatch, tallies: Tallies): void {
       }
     }
     try {
-      if (w.changed) {
-        const { team_id: _team, ...view } = w.view as Record<string, unknown>;
-        const original = batch.events[w.index]!.event;
-        const event = { ...view, token: original.token, project_id: original.project_id, properties: { ...(view.properties as object), ...lists } };
-        batch.replace(w.index, event as unknown as CapturedEvent);
-      } else {
-        batch.addProperties(w.index, w.added ? { ...w.added, ...lists } : lists);
-      }
+      put(w, batch, lists);
     } catch (err) {
-      unchanged(w, batch, err, tallies);
+      if (!(err instanceof HookedEventTooLargeError) || !put(w, batch, undefined, true)) unchanged(w, batch, err, tallies, listsOmitted);
+      else listsOmitted(batch.events[w.index]!.event, err);
     }
   }
 }
 
-/** A share of the change this large or larger makes a plugin one that made the event too large. */
+/**
+ * Puts the event as the plugins left it, with `lists` when given, back in the batch. `quiet`:
+ * false instead of the batch's refusal.
+ */
+function put(w: Working, batch: HookBatch, lists: Record<string, unknown> | undefined, quiet = false): boolean {
+  try {
+    if (w.changed) {
+      const { team_id: _team, ...view } = w.view as Record<string, unknown>;
+      const original = batch.events[w.index]!.event;
+      const event = { ...view, token: original.token, project_id: original.project_id, properties: { ...(view.properties as object), ...lists } };
+      batch.replace(w.index, event as unknown as CapturedEvent);
+    } else {
+      const added = lists && w.added ? { ...w.added, ...lists } : (lists ?? w.added);
+      if (added) batch.addProperties(w.index, added);
+    }
+    return true;
+  } catch (err) {
+    if (quiet) return false;
+    throw err;
+  }
+}
+
+/** Told when an event goes on without its lists: even without them it has no room for them. */
+type ListsOmitted = (event: CapturedEvent, err: HookedEventTooLargeError) => void;
+
+/** A share of what the plugins added this large or larger makes a plugin one that made the event too large. */
 const BLAMED_SHARE = 0.1;
 
 /**
- * A changed event the batch refused (what the checks above let through, and processing does not
- * take, or too large for a PROCESSED message): it goes on as captured, the plugins that made it so
- * listed as failed, with an ERROR each, and counted as failed. Too large: the plugins whose
- * changes make a tenth or more of what they changed (one that added a property beside a plugin
- * that added a megabyte is not to blame). Never the batch's failure: a refused event would be
- * isolated as poison, a bisection of the shard.
+ * The bytes each change added to the event's line (negative: removed), measured from the JSON of
+ * the event before and after it (as the batch writes it, without team_id). Only for an event
+ * found too large: it serialises the event once per change.
  */
-function unchanged(w: Working, batch: HookBatch, err: unknown, tallies: Tallies): void {
+function growths(changes: readonly Change[]): Map<PluginInstance, number> {
+  const sizes = new Map<object, number>();
+  const bytesOf = (view: Working['view']) => {
+    let n = sizes.get(view);
+    if (n === undefined) sizes.set(view, (n = Buffer.byteLength(JSON.stringify({ ...view, team_id: undefined }))));
+    return n;
+  };
+  const grown = new Map<PluginInstance, number>();
+  for (const c of changes) {
+    const after = c.after ?? { ...c.before, properties: { ...c.before.properties, ...Object.fromEntries(c.added) } };
+    grown.set(c.instance, bytesOf(after) - bytesOf(c.before));
+  }
+  return grown;
+}
+
+/**
+ * A changed event the batch refused (what the checks above let through, and processing does not
+ * take, or too large for a PROCESSED message): it goes on as captured. Every plugin whose change
+ * it so loses is listed in $plugins_failed (the event does not carry its change). Those that made
+ * it so get an ERROR and count as failed (metrics, breaker): too large, each whose change added a
+ * tenth or more of the bytes the plugins added (never the captured size: one that added a
+ * property beside a plugin that added a megabyte is not to blame); else the plugins that changed
+ * it as a whole. The others get a WARN and count as skipped. Never the batch's failure: a refused
+ * event would be isolated as poison, a bisection of the shard.
+ */
+function unchanged(w: Working, batch: HookBatch, err: unknown, tallies: Tallies, listsOmitted: ListsOmitted): void {
   const event = batch.events[w.index]!.event;
+  const changes = w.changes ?? [];
   let blamed: Set<PluginInstance>;
-  let why: string;
+  let why: (instance: PluginInstance) => string;
   if (err instanceof HookedEventTooLargeError) {
-    const changes = w.changes ?? [];
-    const total = changes.reduce((sum, c) => sum + c.size, 0);
-    blamed = new Set(changes.filter((c) => c.size >= total * BLAMED_SHARE).map((c) => c.instance));
-    why = `made ${describe(event)} ${err.bytes} bytes long as JSON, more than the ${err.room} an event may take in a PROCESSED message`;
+    const grown = growths(changes);
+    let total = 0;
+    for (const bytes of grown.values()) total += Math.max(0, bytes);
+    blamed = new Set(changes.filter((c) => grown.get(c.instance)! > 0 && grown.get(c.instance)! >= total * BLAMED_SHARE).map((c) => c.instance));
+    why = (i) => `made ${describe(event)} ${err.bytes} bytes long as JSON (its change added ${grown.get(i)}), more than the ${err.room} an event may take in a PROCESSED message`;
   } else {
     blamed = new Set(w.changedBy);
-    why = `changed ${describe(event)} into one that cannot be processed (${errorText(err)})`;
+    const reason = `changed ${describe(event)} into one that cannot be processed (${errorText(err)})`;
+    why = () => reason;
   }
-  const labels = new Set([...blamed].map((i) => i.label));
+  const lost = changes.map((c) => c.instance);
+  const labels = new Set(lost.map((i) => i.label));
   const lists: Record<string, unknown> = { $plugins_succeeded: w.succeeded.filter((l) => !labels.has(l)), $plugins_failed: [...w.failed, ...labels] };
-  for (const instance of blamed) {
-    instance.log('PLUGIN', 'ERROR', `processEvent ${why}: the event goes on as it was before the transformations`);
+  const culprits = [...blamed].map((i) => i.label).join(', ');
+  for (const instance of lost) {
     const tally = tallyOf(tallies, instance);
     tally.changed--;
-    tally.failed++;
+    if (blamed.has(instance)) {
+      instance.log('PLUGIN', 'ERROR', `processEvent ${why(instance)}: the event goes on as it was before the transformations`);
+      tally.failed++;
+    } else {
+      instance.log('PLUGIN', 'WARN', `processEvent's change to ${describe(event)} is discarded: ${culprits || 'the transformations'} made the event one that cannot be processed (${errorText(err)}); it goes on as it was before the transformations`);
+      tally.skipped++;
+    }
   }
   try {
     batch.addProperties(w.index, lists);
-  } catch {
+  } catch (refused) {
     // The captured event itself leaves no room for the lists: it goes on exactly as captured.
+    if (refused instanceof HookedEventTooLargeError) listsOmitted(event, refused);
   }
 }
