@@ -40,6 +40,17 @@ async function hooked(hook: (batch: HookBatch) => void, captured = line, maxPayl
 }
 
 describe('hooks applied to a batch', () => {
+  it('apply hooks - strings capture never lets through (NUL, lone surrogates) are cleaned in changed and added properties, as in a captured line', async () => {
+    const replaced = await hooked((b) => b.replace(0, { ...b.events[0]!.event, properties: { $set: { name: 'a\u0000b', cut: 'x\ud83d' } } }));
+    expect(replaced.error).toBeUndefined();
+    expect(replaced.entry.event.properties).toEqual({ $set: { name: 'a\ufffdb', cut: 'x\ufffd' } });
+    expect(replaced.processed.properties).toEqual({ $set: { name: 'a\ufffdb', cut: 'x\ufffd' } });
+    const added = await hooked((b) => b.addProperties(0, { $set: { name: 'a\u0000b' } }));
+    expect(added.error).toBeUndefined();
+    expect(added.entry.event.properties).toEqual({ a: 1, $set: { name: 'a\ufffdb' } });
+    expect(added.processed.properties).toEqual({ a: 1, $set: { name: 'a\ufffdb' } });
+  });
+
   it('apply hooks - added properties are written into the captured bytes, not serialised again; too many bytes are refused, the event as it was', async () => {
     const small = await hooked((b) => b.addProperties(0, { $plugins_succeeded: ['P (1)'] }));
     expect(small.error).toBeUndefined();

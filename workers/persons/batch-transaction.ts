@@ -11,7 +11,7 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
-import { HEADER_EVENT_COUNT, type CapturedEvent, type StreamKind } from '../../lib/index.js';
+import { cleanStrings, hasHostileText, HEADER_EVENT_COUNT, type CapturedEvent, type StreamKind } from '../../lib/index.js';
 import { beginBatch, HookedEventTooLargeError, isTransientDbError, lockPositions, OwnershipLostError, planBatch, planBatches, type EventHooks } from '../coordination/index.js';
 import {
   bodyRoom,
@@ -242,15 +242,24 @@ export async function applyHooks(
     const problem = { reason: '' };
     const checked = checkCapturedEvent(event, problem);
     if (!checked) throw new TypeError(`hook ${hook} replaced event ${entry.event.uuid} with one that is not a captured event: ${problem.reason}`);
-    const body = Buffer.from(JSON.stringify(checked.event));
-    fits(entry, body.length, checked.event.properties);
-    entry.event = checked.event;
+    // A hook's strings may hold what capture never lets through (NUL, lone surrogates), which
+    // PostgreSQL refuses in person properties: cleaned as parseMessages cleans a line.
+    let json = JSON.stringify(checked.event);
+    let taken = checked.event;
+    if (hasHostileText(json)) {
+      taken = cleanStrings(checked.event) as CapturedEvent;
+      json = JSON.stringify(taken);
+    }
+    const body = Buffer.from(json);
+    fits(entry, body.length, taken.properties);
+    entry.event = taken;
     entry.body = body;
     entry.span = { start: 0, end: body.length };
     entry.insert = undefined;
   };
   // The JSON of the last properties object added, and its bytes: hooks pass one object for many events.
   let lastAdded: Readonly<Record<string, unknown>> | undefined;
+  let lastTaken: Readonly<Record<string, unknown>> = {};
   let lastJson = '';
   let lastBytes: { empty: Buffer; more: Buffer } | undefined;
   const added = (entry: BatchEvent, properties: Readonly<Record<string, unknown>>, hook: string) => {
@@ -261,7 +270,13 @@ export async function applyHooks(
     }
     if (properties !== lastAdded) {
       lastAdded = properties;
+      lastTaken = properties;
       lastJson = JSON.stringify(properties);
+      // Cleaned as replaced() cleans (NUL, lone surrogates).
+      if (hasHostileText(lastJson)) {
+        lastTaken = cleanStrings(properties) as Record<string, unknown>;
+        lastJson = JSON.stringify(lastTaken);
+      }
       lastBytes = undefined;
     }
     if (lastJson.length <= 2) return;
@@ -276,9 +291,9 @@ export async function applyHooks(
     const before = entry.insert?.bytes;
     const bytes = before || !at.empty ? lastBytes.more : lastBytes.empty;
     const size = span.end - span.start + (before?.length ?? 0) + bytes.length;
-    fits(entry, size, Object.hasOwn(properties, '$groups') ? properties : current);
+    fits(entry, size, Object.hasOwn(lastTaken, '$groups') ? lastTaken : current);
     // The event is this attempt's own parse: changed in place, as processing does.
-    Object.assign(current, properties);
+    Object.assign(current, lastTaken);
     entry.insert = { at: at.at, bytes: before ? Buffer.concat([bytes, before]) : bytes };
   };
   return hooks.run(where, events, replaced, added);
