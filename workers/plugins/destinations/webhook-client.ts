@@ -33,12 +33,13 @@ export interface WebhookRequest {
 export type SendResult = { status: number; statusText: string; ms: number } | { error: { name: string; message: string } };
 
 /**
- * At most `limit` requests at once. A counter and a queue of waiters, cheaper per request than
- * p-limit's promise per task (it is on every webhook's path).
+ * At most `limit` units taken at once (requests, body characters), first come first served; one
+ * take larger than the whole limit goes alone. A counter and a queue of waiters: a take that fits
+ * makes no promise (it is on every webhook's path, cheaper than p-limit's promise per task).
  */
-export class RequestSlots {
+export class WaitingBudget {
   private used = 0;
-  private readonly waiting: Array<() => void> = [];
+  private readonly waiting: Array<{ units: number; go: () => void }> = [];
 
   constructor(private readonly limit: number) {}
 
@@ -46,17 +47,36 @@ export class RequestSlots {
     return this.used === 0 && this.waiting.length === 0;
   }
 
-  async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.used >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.used++;
+  /** Undefined when taken at once; else a promise that resolves once taken. */
+  take(units = 1): Promise<void> | undefined {
+    if (this.waiting.length === 0 && this.fits(units)) {
+      this.used += units;
+      return undefined;
+    }
+    return new Promise<void>((go) => this.waiting.push({ units, go }));
+  }
+
+  give(units = 1): void {
+    this.used -= units;
+    while (this.waiting.length > 0 && this.fits(this.waiting[0]!.units)) {
+      const next = this.waiting.shift()!;
+      this.used += next.units;
+      next.go();
+    }
+  }
+
+  async run<T>(fn: () => Promise<T>, units = 1): Promise<T> {
+    const wait = this.take(units);
+    if (wait) await wait;
     try {
       return await fn();
     } finally {
-      // A slot passes straight to the next waiter (the count stays).
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.used--;
+      this.give(units);
     }
+  }
+
+  private fits(units: number): boolean {
+    return this.used === 0 || this.used + units <= this.limit;
   }
 }
 
@@ -65,7 +85,7 @@ const STOPPED: SendResult = { error: { name: 'Error', message: 'the destination 
 export class WebhookClient {
   private readonly agent: Agent;
   private readonly addresses = new Map<string, Error | null>();
-  private readonly slots = new Map<number, RequestSlots>();
+  private readonly slots = new Map<number, WaitingBudget>();
 
   constructor(
     private readonly egress: EgressPolicy,
@@ -86,7 +106,7 @@ export class WebhookClient {
    */
   async sendAll(configId: number, requests: readonly WebhookRequest[], stopped: () => boolean): Promise<SendResult[]> {
     let slots = this.slots.get(configId);
-    if (!slots) this.slots.set(configId, (slots = new RequestSlots(this.settings.inFlight)));
+    if (!slots) this.slots.set(configId, (slots = new WaitingBudget(this.settings.inFlight)));
     try {
       return await Promise.all(requests.map((r) => slots.run(() => (stopped() ? Promise.resolve(STOPPED) : this.send(r)))));
     } finally {

@@ -13,7 +13,7 @@ import type { HeldMetrics } from '../held-metrics.js';
 import { sandboxFailures } from './on-event.js';
 import type { Failure } from './retries.js';
 import type { SandboxCalls } from './sandbox-calls.js';
-import type { SendResult, WebhookRequest, WebhookSettings } from './webhook-client.js';
+import { WaitingBudget, type SendResult, type WebhookRequest, type WebhookSettings } from './webhook-client.js';
 import type { WebhookTask, WebhookThreadData } from './webhook-thread.js';
 
 export type { WebhookSettings } from './webhook-client.js';
@@ -87,35 +87,6 @@ const THREAD_BODY_CHARS = 32 * 1024 * 1024;
 /** Body characters in one task: a batch of large webhooks goes to the thread in pieces. */
 const TASK_BODY_CHARS = 4 * 1024 * 1024;
 
-/** Characters in flight, FIFO; one piece larger than the whole budget goes alone. */
-class CharBudget {
-  private used = 0;
-  private readonly waiting: Array<{ chars: number; go: () => void }> = [];
-
-  constructor(private readonly limit: number) {}
-
-  async take(chars: number): Promise<void> {
-    if (this.waiting.length === 0 && this.fits(chars)) {
-      this.used += chars;
-      return;
-    }
-    await new Promise<void>((go) => this.waiting.push({ chars, go }));
-  }
-
-  give(chars: number): void {
-    this.used -= chars;
-    while (this.waiting.length > 0 && this.fits(this.waiting[0]!.chars)) {
-      const next = this.waiting.shift()!;
-      this.used += next.chars;
-      next.go();
-    }
-  }
-
-  private fits(chars: number): boolean {
-    return this.used === 0 || this.used + chars <= this.limit;
-  }
-}
-
 /** Consecutive pieces of `requests` of at most TASK_BODY_CHARS body characters (at least one request each). */
 function piecesOf(requests: readonly WebhookRequest[]): Array<{ requests: WebhookRequest[]; chars: number }> {
   const pieces: Array<{ requests: WebhookRequest[]; chars: number }> = [];
@@ -139,7 +110,7 @@ export class WebhookSender {
   /** Times each answered request (set by the holders, which own the metrics). */
   seconds: { observe(value: number): void } | undefined;
   private pool: Piscina<WebhookTask, SendResult[]> | undefined;
-  private readonly budget = new CharBudget(THREAD_BODY_CHARS);
+  private readonly budget = new WaitingBudget(THREAD_BODY_CHARS);
   private closed = false;
 
   constructor(
@@ -157,14 +128,7 @@ export class WebhookSender {
     try {
       const requests = webhooks.map((w) => ({ origin: w.url.origin, hostname: w.url.hostname, path: `${w.url.pathname}${w.url.search}`, method: w.method, headers: w.headers, body: w.body }));
       const results = await Promise.all(
-        piecesOf(requests).map(async (piece) => {
-          await this.budget.take(piece.chars);
-          try {
-            return await this.run({ configId, requests: piece.requests, stop });
-          } finally {
-            this.budget.give(piece.chars);
-          }
-        }),
+        piecesOf(requests).map((piece) => this.budget.run(() => this.run({ configId, requests: piece.requests, stop }), piece.chars)),
       );
       const all = results.flat();
       const seconds = this.seconds;
