@@ -49,6 +49,21 @@ describe('batch codec', () => {
     expect(end).toBe('');
   });
 
+  it('output - properties a hook added are written into the spliced line, byte for byte, between other lines', () => {
+    const U3 = '0190a7a0-0000-7000-8000-000000000003';
+    const withProps = (uuid: string) => line(uuid).replace('"properties":{}', '"properties":{"a":1}');
+    const parsed = parseMessages('events', [msg(1, 'events.1.0', [withProps(U1), line(U2), ' ' + withProps(U3)])]);
+    const body = parsed.bodies[0]!;
+    for (const i of [0, 2]) {
+      const e = parsed.events[i]!;
+      e.insert = { at: propertiesInsertAt(body, e.span!)!.at, bytes: Buffer.from('"$k":"vé",') };
+    }
+    const [first, second, third] = parsed.events.map((e, i) => processedLine(i === 1 ? {} : { person_id: `p${i}` }, body, e, true));
+    const out = packOutputs('EVENTS', 0, [msg(1, 'events.1.0', [])], [1], [[first!, second!, third!]], 1024, 8 << 20)[0]!.body.toString();
+    const added = (uuid: string, person: string) => `${withProps(uuid).replace('"properties":{', '"properties":{"$k":"vé",').slice(0, -1)},"person_id":"${person}"}`;
+    expect(out).toBe(`${added(U1, 'p0')}\n${line(U2)}\n${added(U3, 'p2')}\n`);
+  });
+
   it('parse - a byte order mark is skipped; lines whose bytes cannot be reused are serialised again', () => {
     const good = enc.encode(line(U1) + '\n');
     const badUtf8 = Buffer.concat([enc.encode(line(U2).slice(0, -1) + ',"x":"'), Buffer.from([0xc0, 0x80]), enc.encode('"}\n')]);

@@ -329,9 +329,12 @@ function joinLines(lines: readonly OutputLine[]): Buffer {
   let at = 0;
   for (const line of lines) {
     if (line.source && line.insert) {
-      at += line.source.copy(body, at, line.start, line.insertAt);
-      at += line.insert.copy(body, at);
-      at += line.source.copy(body, at, line.insertAt, line.end);
+      // Copied whole, then its end moved to make room: each copy of part of a Buffer makes a view.
+      const gap = at + line.insertAt! - line.start;
+      const end = at + line.source.copy(body, at, line.start, line.end);
+      body.copyWithin(gap + line.insert.length, gap, end);
+      body.set(line.insert, gap);
+      at = end + line.insert.length;
     } else if (line.source) at += line.source.copy(body, at, line.start, line.end);
     at += line.tail.copy(body, at);
     body[at++] = NEWLINE;
@@ -358,11 +361,12 @@ export function processedLine(
   const { span, offset: at, insert } = line;
   const source = line.body ?? captured;
   if (untouched && source && span) {
-    const inserted = insert ? { insertAt: insert.at, insert: insert.bytes } : undefined;
-    if (out.person_id === undefined) return { source, start: span.start, end: span.end, tail: EMPTY, at, ...inserted };
+    const insertAt = insert?.at;
+    const bytes = insert?.bytes;
+    if (out.person_id === undefined) return { source, start: span.start, end: span.end, tail: EMPTY, at, insertAt, insert: bytes };
     // parseMessages trimmed the span and JSON.parse saw an object: it ends with its closing brace.
     if (source[span.end - 1] === CLOSE_BRACE) {
-      return { source, start: span.start, end: span.end - 1, tail: Buffer.from(`,"person_id":"${out.person_id}"}`), at, ...inserted };
+      return { source, start: span.start, end: span.end - 1, tail: Buffer.from(`,"person_id":"${out.person_id}"}`), at, insertAt, insert: bytes };
     }
   }
   return serializedLine(out, at);
@@ -370,24 +374,25 @@ export function processedLine(
 
 const EMPTY = Buffer.alloc(0);
 
-const PROPERTIES_KEY = Buffer.from('"properties":{');
+const PROPERTIES_KEY = Buffer.from('"properties":');
 const OPEN_BRACE = 0x7b;
 const COMMA = 0x2c;
 
 /**
  * Where properties can be added to the line's bytes: just after the `{` of its top-level
- * `"properties"` object. Found only when nothing before it opens an object (so the key is the
- * top level's; inside a string a `"` would be escaped, so `,"properties":{` cannot be text); else
- * undefined and the line is serialised again.
+ * `"properties"` object. Found only when that `{` is the first in the line after its own (so the
+ * key is the top level's; inside a string a `"` would be escaped, so `,"properties":{` cannot be
+ * text); else undefined and the line is serialised again. One search per line: the first brace,
+ * then the key's bytes just before it.
  */
 export function propertiesInsertAt(source: Buffer, span: { start: number; end: number }): { at: number; empty: boolean } | undefined {
-  const found = source.indexOf(PROPERTIES_KEY, span.start);
-  if (found === -1 || found + PROPERTIES_KEY.length > span.end) return undefined;
-  const before = source[found - 1];
-  if (found - 1 < span.start || (before !== OPEN_BRACE && before !== COMMA)) return undefined;
   const brace = source.indexOf(OPEN_BRACE, span.start + 1);
-  if (brace !== -1 && brace < found) return undefined;
-  const at = found + PROPERTIES_KEY.length;
+  const key = brace - PROPERTIES_KEY.length;
+  if (brace === -1 || brace >= span.end || key - 1 < span.start) return undefined;
+  for (let i = 0; i < PROPERTIES_KEY.length; i++) if (source[key + i] !== PROPERTIES_KEY[i]) return undefined;
+  const before = source[key - 1];
+  if (before !== OPEN_BRACE && before !== COMMA) return undefined;
+  const at = brace + 1;
   let next = at;
   while (next < span.end && isSpace(source[next]!)) next++;
   return { at, empty: source[next] === CLOSE_BRACE };

@@ -37,9 +37,10 @@ interface Working {
   changed: boolean;
   dropped: boolean;
   succeeded: string[];
-  failed: string[];
+  /** Made when first needed, as `changedBy` is (most events need neither). */
+  failed: string[] | undefined;
   /** The plugins that ran on it since it became `changed` (what its replacement owes to them). */
-  changedBy: PluginInstance[];
+  changedBy: PluginInstance[] | undefined;
   /** Every plugin whose change it carries, in order (what a refusal discards, and blame for its size). */
   changes: Change[] | undefined;
 }
@@ -173,8 +174,8 @@ export function transformationHook(catalog: PluginCatalog, metrics: PluginMetric
         changed: false,
         dropped: false,
         succeeded: [],
-        failed: [],
-        changedBy: [],
+        failed: undefined,
+        changedBy: undefined,
         changes: undefined,
       }));
       const tallies: Tallies = new Map();
@@ -185,7 +186,7 @@ export function transformationHook(catalog: PluginCatalog, metrics: PluginMetric
           // prelude's realm, and can forge the result string), so it is the plugin's failure.
           logger.warn({ err: errorText(err), configId: entry.id }, 'running a transformation failed');
           const live = working.filter((w) => !w.dropped);
-          for (const w of live) w.failed.push(instance.label);
+          for (const w of live) failedOn(w, instance);
           if (live.length === 0) return;
           const more = live.length === 1 ? '' : ` and ${live.length - 1} more`;
           instance.log('PLUGIN', 'ERROR', `processEvent failed in the plugin runtime (${errorText(err)}) on ${describe(live[0]!.view)}${more}: the events go on as they were before this plugin`);
@@ -196,6 +197,10 @@ export function transformationHook(catalog: PluginCatalog, metrics: PluginMetric
       count(tallies, metrics);
     }
   };
+}
+
+function failedOn(w: Working, instance: PluginInstance): void {
+  (w.failed ??= []).push(instance.label);
 }
 
 /** Each plugin's outcomes, in its breaker and the metrics. */
@@ -225,7 +230,7 @@ async function runOne(
   if (live.length === 0) return;
   if (!(await instance.ready()) || !instance.has('processEvent')) {
     if (instance.state === 'ready') return; // loaded, but exports no processEvent: not a transformation
-    for (const w of live) w.failed.push(instance.label);
+    for (const w of live) failedOn(w, instance);
     metrics.events.inc({ method: 'processEvent', outcome: 'skipped' }, live.length);
     return;
   }
@@ -233,14 +238,14 @@ async function runOne(
   const outcomes = await instance.runBatch('processEvent', 'event', { teamId, events: live.map((w) => w.view) });
   metrics.batchSeconds.observe({ method: 'processEvent' }, (performance.now() - started) / 1000);
   if (!outcomes) {
-    for (const w of live) w.failed.push(instance.label);
+    for (const w of live) failedOn(w, instance);
     metrics.events.inc({ method: 'processEvent', outcome: 'skipped' }, live.length);
     return;
   }
   const tally = tallyOf(tallies, instance);
   const touched = new Set<number>();
   const fail = (w: Working, message: string) => {
-    w.failed.push(instance.label);
+    failedOn(w, instance);
     instance.log('PLUGIN', 'ERROR', `processEvent ${message} on ${describe(w.view)}: the event goes on as it was before this plugin`);
   };
   const maxChange = options.maxChangeChars();
@@ -271,7 +276,7 @@ async function runOne(
           tally.changed++;
           w.succeeded.push(instance.label);
           (w.changes ??= []).push({ instance, before, after: w.view === before ? undefined : w.view, added: o.properties });
-          if (w.changed) w.changedBy.push(instance);
+          if (w.changed) (w.changedBy ??= []).push(instance);
         }
         break;
       }
@@ -288,7 +293,7 @@ async function runOne(
           w.added = undefined;
           w.succeeded.push(instance.label);
           (w.changes ??= []).push({ instance, before, after: w.view, added: [] });
-          w.changedBy.push(instance);
+          (w.changedBy ??= []).push(instance);
         }
         break;
       }
@@ -307,20 +312,21 @@ function finish(working: Working[], batch: HookBatch, tallies: Tallies, listsOmi
   // Most events share one outcome: one lists object (and one JSON of it) for all of them.
   const shared = new Map<string, Record<string, unknown>>();
   let everyOne: Record<string, unknown> | undefined;
-  const most = Math.max(...working.map((w) => w.succeeded.length));
+  let most = 0;
+  for (const w of working) most = Math.max(most, w.succeeded.length);
   for (const w of working) {
     if (w.dropped) {
       batch.drop(w.index);
       continue;
     }
     let lists: Record<string, unknown> | undefined;
-    if (w.failed.length === 0 && w.succeeded.length === most) lists = everyOne ??= { $plugins_succeeded: w.succeeded };
+    if (!w.failed && w.succeeded.length === most) lists = everyOne ??= { $plugins_succeeded: w.succeeded };
     else {
-      const key = `${w.succeeded.join('\u0000')}\u0001${w.failed.join('\u0000')}`;
+      const key = `${w.succeeded.join('\u0000')}\u0001${w.failed?.join('\u0000') ?? ''}`;
       lists = shared.get(key);
       if (!lists) {
         lists = { $plugins_succeeded: w.succeeded };
-        if (w.failed.length > 0) lists.$plugins_failed = w.failed;
+        if (w.failed) lists.$plugins_failed = w.failed;
         shared.set(key, lists);
       }
     }
@@ -403,13 +409,13 @@ function unchanged(w: Working, batch: HookBatch, err: unknown, tallies: Tallies,
     blamed = new Set(changes.filter((c) => grown.get(c.instance)! > 0 && grown.get(c.instance)! >= total * BLAMED_SHARE).map((c) => c.instance));
     why = (i) => `made ${describe(event)} ${err.bytes} bytes long as JSON (its change added ${grown.get(i)}), more than the ${err.room} an event may take in a PROCESSED message`;
   } else {
-    blamed = new Set(w.changedBy);
+    blamed = new Set(w.changedBy ?? []);
     const reason = `changed ${describe(event)} into one that cannot be processed (${errorText(err)})`;
     why = () => reason;
   }
   const lost = changes.map((c) => c.instance);
   const labels = new Set(lost.map((i) => i.label));
-  const lists: Record<string, unknown> = { $plugins_succeeded: w.succeeded.filter((l) => !labels.has(l)), $plugins_failed: [...w.failed, ...labels] };
+  const lists: Record<string, unknown> = { $plugins_succeeded: w.succeeded.filter((l) => !labels.has(l)), $plugins_failed: [...(w.failed ?? []), ...labels] };
   const culprits = [...blamed].map((i) => i.label).join(', ');
   for (const instance of lost) {
     const tally = tallyOf(tallies, instance);

@@ -319,6 +319,7 @@ export const PRELUDE = String.raw`
       if (mode !== 'event') b.texts = HOST.column(id, 's').split('\n');
     }
     var texts = b.texts;
+    var transform = mode === 'event';
     for (var i = start; i < n; i++) {
       current = i;
       var t = { i: i, b: b };
@@ -331,6 +332,8 @@ export const PRELUDE = String.raw`
         failure(i, e, b);
         continue;
       }
+      // The event given back untouched (most transformations, most events): no record.
+      if (transform && r === proxy && t[X] === undefined) continue;
       if (r !== proxy && r !== null && typeof r === 'object' && typeof r.then === 'function') {
         b.pending.add(i);
         (function (i, t, proxy) {
