@@ -36,6 +36,8 @@ export interface ParsePoolOptions {
  * V8's GC helper threads took ~1.3 µs per event. 64 MB: ingest CPU per event on /batch/ of 1,000
  * 9.62 → 8.90 and 9.26 → 8.46 µs in two same-run A/Bs (bench/compare-ingest.ts, 2026-11-28).
  * The old generation, where whatever a large body keeps alive ends up, is still maxHeapBytes.
+ * V8 makes of this two semi-spaces of 32 MB (a third each, rounded up to a power of two) and 32 MB
+ * for new large objects: up to 96 MB a thread (24 MB at 16), which docs/operations.md counts.
  */
 const PARSE_THREAD_YOUNG_GENERATION_MB = 64;
 
