@@ -242,14 +242,7 @@ export async function applyHooks(
     const problem = { reason: '' };
     const checked = checkCapturedEvent(event, problem);
     if (!checked) throw new TypeError(`hook ${hook} replaced event ${entry.event.uuid} with one that is not a captured event: ${problem.reason}`);
-    // A hook's strings may hold what capture never lets through (NUL, lone surrogates), which
-    // PostgreSQL refuses in person properties: cleaned as parseMessages cleans a line.
-    let json = JSON.stringify(checked.event);
-    let taken = checked.event;
-    if (hasHostileText(json)) {
-      taken = cleanStrings(checked.event) as CapturedEvent;
-      json = JSON.stringify(taken);
-    }
+    const { value: taken, json } = cleanedJson(checked.event);
     const body = Buffer.from(json);
     fits(entry, body.length, taken.properties);
     entry.event = taken;
@@ -270,13 +263,7 @@ export async function applyHooks(
     }
     if (properties !== lastAdded) {
       lastAdded = properties;
-      lastTaken = properties;
-      lastJson = JSON.stringify(properties);
-      // Cleaned as replaced() cleans (NUL, lone surrogates).
-      if (hasHostileText(lastJson)) {
-        lastTaken = cleanStrings(properties) as Record<string, unknown>;
-        lastJson = JSON.stringify(lastTaken);
-      }
+      ({ value: lastTaken, json: lastJson } = cleanedJson(properties));
       lastBytes = undefined;
     }
     if (lastJson.length <= 2) return;
@@ -297,6 +284,17 @@ export async function applyHooks(
     entry.insert = { at: at.at, bytes: before ? Buffer.concat([bytes, before]) : bytes };
   };
   return hooks.run(where, events, replaced, added);
+}
+
+/**
+ * `value` and its JSON. A hook's strings may hold what capture never lets through (NUL, lone
+ * surrogates), which PostgreSQL refuses in person properties: cleaned as parseMessages cleans a line.
+ */
+function cleanedJson<T>(value: T): { value: T; json: string } {
+  const json = JSON.stringify(value);
+  if (!hasHostileText(json)) return { value, json };
+  const cleaned = cleanStrings(value) as T;
+  return { value: cleaned, json: JSON.stringify(cleaned) };
 }
 
 function withProperties(event: CapturedEvent, properties: Readonly<Record<string, unknown>>): CapturedEvent {
