@@ -80,7 +80,8 @@ export class WaitingBudget {
   }
 }
 
-const STOPPED: SendResult = { error: { name: 'Error', message: 'the destination was stopped' } };
+/** A request not sent because its destination stopped (sent again by the next holder). */
+export const STOPPED: SendResult = { error: { name: 'Error', message: 'the destination was stopped' } };
 
 export class WebhookClient {
   private readonly agent: Agent;

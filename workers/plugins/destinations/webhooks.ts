@@ -13,7 +13,7 @@ import type { HeldMetrics } from '../held-metrics.js';
 import { sandboxFailures } from './on-event.js';
 import type { Failure } from './retries.js';
 import type { SandboxCalls } from './sandbox-calls.js';
-import { WaitingBudget, type SendResult, type WebhookRequest, type WebhookSettings } from './webhook-client.js';
+import { STOPPED, WaitingBudget, type SendResult, type WebhookRequest, type WebhookSettings } from './webhook-client.js';
 import type { WebhookTask, WebhookThreadData } from './webhook-thread.js';
 
 export type { WebhookSettings } from './webhook-client.js';
@@ -75,8 +75,6 @@ function describeRequest(w: Webhook): string {
 function retryableStatus(status: number): boolean {
   return status === 408 || status === 429 || status >= 500;
 }
-
-const STOPPED = { error: { name: 'Error', message: 'the destination was stopped' } };
 
 /**
  * Body characters in the webhook thread at once, every config's: its heap holds them (a body of
