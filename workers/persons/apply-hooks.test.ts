@@ -69,6 +69,15 @@ describe('hooks applied to a batch', () => {
     expect(big.processed).toEqual({ ...JSON.parse(line), person_id: PERSON });
   });
 
+  it('apply hooks - a line with "properties" twice at its top level gets what hooks add in the object JSON.parse keeps, the last', async () => {
+    // Never written by capture; a line published to EVENTS by another client can be anything.
+    const twice = `{"uuid":"${U1}","event":"e","distinct_id":"d","properties":{"first":1},"timestamp":"2024-01-01T00:00:00Z","properties":{"a":1},"token":"t","project_id":1}`;
+    const added = await hooked((b) => b.addProperties(0, { $plugins_succeeded: ['P (1)'] }), twice);
+    expect(added.error).toBeUndefined();
+    expect(added.entry.event.properties).toEqual({ a: 1, $plugins_succeeded: ['P (1)'] });
+    expect(added.processed.properties).toEqual({ a: 1, $plugins_succeeded: ['P (1)'] });
+  });
+
   it('apply hooks - a replaced event is serialised once and copied out with person_id; too many bytes are refused, the event as it was', async () => {
     const renamed = await hooked((b) => b.replace(0, { ...b.events[0]!.event, event: 'renamed', properties: { a: 2 } }));
     expect(renamed.error).toBeUndefined();

@@ -383,7 +383,9 @@ const COMMA = 0x2c;
  * `"properties"` object. Found only when that `{` is the first in the line after its own (so the
  * key is the top level's; inside a string a `"` would be escaped, so `,"properties":{` cannot be
  * text); else undefined and the line is serialised again. One search per line: the first brace,
- * then the key's bytes just before it.
+ * then the key's bytes just before it. A line with the key again after it (never written by
+ * capture) is serialised again too: JSON.parse keeps the last of repeated keys, so bytes put in
+ * the first object would be lost to every reader (nested "properties" keys make this cautious).
  */
 export function propertiesInsertAt(source: Buffer, span: { start: number; end: number }): { at: number; empty: boolean } | undefined {
   const brace = source.indexOf(OPEN_BRACE, span.start + 1);
@@ -393,6 +395,8 @@ export function propertiesInsertAt(source: Buffer, span: { start: number; end: n
   const before = source[key - 1];
   if (before !== OPEN_BRACE && before !== COMMA) return undefined;
   const at = brace + 1;
+  const again = source.indexOf(PROPERTIES_KEY, at);
+  if (again !== -1 && again < span.end) return undefined;
   let next = at;
   while (next < span.end && isSpace(source[next]!)) next++;
   return { at, empty: source[next] === CLOSE_BRACE };
