@@ -1,13 +1,21 @@
 // How large one JetStream message may be: decided here and nowhere else. The line packer cuts a
 // request's lines into segments that fit (parse/), and the publisher coalesces segments of one
 // subject into a message while they fit (publish/); both ask `fitsInMessage`.
+import { MAX_GROUPS_GROWTH, PERSON_ID_TAIL } from '../lib/index.js';
 
 /** Room for headers (Nats-Msg-Id, Spate-Events) inside the server's max_payload. */
 export const HEADER_ALLOWANCE = 1024;
 
-/** PUBLISH_MAX_MESSAGE_BYTES, capped below what the server accepts (its max_payload less headers). */
+/**
+ * Room for what a worker adds to the largest line before publishing it to PROCESSED, alone in a
+ * message under the same max_payload: `person_id` and `$group_N` (lib/processed-growth.ts). Without
+ * it, an event ingest answered 200 for could be one PROCESSED can never take.
+ */
+export const PROCESSING_ALLOWANCE = PERSON_ID_TAIL + MAX_GROUPS_GROWTH;
+
+/** PUBLISH_MAX_MESSAGE_BYTES, capped below what the server accepts (its max_payload less headers and processing). */
 export function messageSizeLimit(configured: number, serverMaxPayload: number | undefined): number {
-  return Math.min(configured, (serverMaxPayload ?? 1024 * 1024) - HEADER_ALLOWANCE);
+  return Math.min(configured, (serverMaxPayload ?? 1024 * 1024) - HEADER_ALLOWANCE - PROCESSING_ALLOWANCE);
 }
 
 /** Whether `bytes` of NDJSON lines go in one message under `limit` (from messageSizeLimit). */

@@ -20,3 +20,4 @@ export * from './secrets.js';
 export * from './plugin-source.js';
 export * from './quickjs.js';
 export * from './backoff.js';
+export * from './processed-growth.js';

@@ -3,6 +3,7 @@
 // a PROCESSED message refused with the event left as it was.
 import { describe, expect, it } from 'vitest';
 import type { CapturedEvent } from '../../lib/index.js';
+import { messageSizeLimit } from '../../ingest/message-size.js';
 import { EventHooks, HookedEventTooLargeError, type HookBatch } from '../coordination/index.js';
 import { bodyRoom, lineRoom, packOutputs, parseMessages, processedLine, type SourceMessage } from './batch-codec.js';
 import { applyHooks } from './batch-transaction.js';
@@ -93,8 +94,8 @@ describe('hooks applied to a batch', () => {
   });
 
   it('apply hooks - a captured event as large as ingest takes still gains what hooks add, and its PROCESSED message is published', async () => {
-    // Ingest takes a line up to max_payload - 1 KiB (ingest/message-size.ts): with 1 MiB, a
-    // 1,000,000-byte line is an ordinary event, and the lists a plugin adds must fit beside it.
+    // Ingest takes a line up to max_payload less 1 KiB and what processing may add (ingest/message-size.ts):
+    // with 1 MiB, a 1,000,000-byte line is an ordinary event, and the lists a plugin adds must fit beside it.
     const MIB = 1024 * 1024;
     const big = lineOf(`{"a":1,"pad":"${'x'.repeat(1_000_000 - line.length - 9)}"}`);
     expect(Buffer.byteLength(big)).toBe(1_000_000);
@@ -104,7 +105,7 @@ describe('hooks applied to a batch', () => {
     expect(lists.parts).toHaveLength(1);
     expect(lists.parts[0]!.body.length).toBeLessThanOrEqual(bodyRoom(MIB, lists.parts[0]!.msgId));
     // The largest line ingest takes, replaced: still room for what a plugin adds.
-    const largest = lineOf(`{"a":1,"pad":"${'x'.repeat(MIB - 1024 - line.length - 9)}"}`);
+    const largest = lineOf(`{"a":1,"pad":"${'x'.repeat(messageSizeLimit(MIB, MIB) - 1 - line.length - 9)}"}`);
     const replaced = await hooked((b) => b.replace(0, { ...b.events[0]!.event, properties: { ...b.events[0]!.event.properties, $plugins_succeeded: ['P (1)'] } }), largest, MIB);
     expect(replaced.error).toBeUndefined();
     expect(replaced.parts[0]!.body.length).toBeLessThanOrEqual(bodyRoom(MIB, replaced.parts[0]!.msgId));

@@ -1,9 +1,9 @@
 // Bytes in and out of a batch: source messages → captured events (bad lines become warnings,
 // never crashes), and processed lines → PROCESSED messages whose ids depend only on the source
 // sequences they cover, so replaying a planned batch republishes the same ids (JetStream drops them).
-import { cleanStrings, hasHostileText, isUuid, parseSubject, subjectFor, type CapturedEvent, type StreamKind } from '../../lib/index.js';
+import { cleanStrings, hasHostileText, isUuid, parseSubject, PERSON_ID_TAIL, subjectFor, type CapturedEvent, type StreamKind } from '../../lib/index.js';
 import { dedupKey } from './dedup.js';
-import { groupKeyOf, isPlainObject, MAX_GROUP_KEY_LENGTH, MAX_GROUP_TYPES_PER_PROJECT } from './event-rules.js';
+import { isPlainObject } from './event-rules.js';
 import type { IngestionWarning, SourceEvent } from './process-events.js';
 
 export interface SourceMessage {
@@ -166,8 +166,6 @@ const PAYLOAD_MARGIN = 64 * 1024;
 /** Bytes a PROCESSED message's headers take at most besides its id (NATS/1.0, Nats-Msg-Id, Spate-Events). */
 const HEADER_BYTES = 96;
 
-/** What processing appends to a line besides `$group_N`: `,"person_id":"<uuid>"` and the newline. */
-const PERSON_ID_TAIL = ',"person_id":"00000000-0000-0000-0000-000000000000"'.length + 1;
 /** The largest integer each number of a PROCESSED message's id can hold (a sequence is a uint64). */
 const LONGEST_NUMBER = '18446744073709551615';
 
@@ -180,32 +178,12 @@ function partId(streamName: string, shard: number, projectId: number | string, f
  * The most bytes the line of an event a hook changed may take, before what processing adds to
  * it (`person_id`, the newline: PERSON_ID_TAIL; `$group_N`: groupsGrowth): what packOutputs can
  * publish for one line alone, under the longest id a message of this stream and shard can get.
- * A captured line (at most max_payload − 1 KiB, ingest/message-size.ts) leaves several hundred
- * bytes of it for the hooks.
+ * A captured line (at most max_payload less 1 KiB and all processing may add, ingest/message-size.ts)
+ * leaves several hundred bytes of it for the hooks, whatever its `$groups`.
  */
 export function lineRoom(maxPayload: number, streamName: string, shard: number): number {
   const n = LONGEST_NUMBER;
   return bodyRoom(maxPayload, `${partId(streamName, shard, n, n, n)}:${n}.${n}`) - PERSON_ID_TAIL;
-}
-
-/** `,"$group_0":` before each key processing adds. */
-const GROUP_MEMBER_BYTES = ',"$group_0":'.length;
-/** The most bytes `$group_N` can add to any line (five types, keys of 400 characters of 6-byte escapes). */
-export const MAX_GROUPS_GROWTH = MAX_GROUP_TYPES_PER_PROJECT * (GROUP_MEMBER_BYTES + 2 + 6 * MAX_GROUP_KEY_LENGTH);
-
-/**
- * The most bytes processing can add to a line with these properties as `$group_N` (process-events.ts
- * attachGroups: a key of `$groups` that is a group key, for at most five types with an index).
- */
-export function groupsGrowth(properties: Readonly<Record<string, unknown>>): number {
-  const groups = properties.$groups;
-  if (!isPlainObject(groups)) return 0;
-  const sizes: number[] = [];
-  for (const value of Object.values(groups)) {
-    const key = groupKeyOf(value);
-    if (key !== undefined && key.length <= MAX_GROUP_KEY_LENGTH) sizes.push(GROUP_MEMBER_BYTES + Buffer.byteLength(JSON.stringify(key)));
-  }
-  return sizes.sort((a, b) => b - a).slice(0, MAX_GROUP_TYPES_PER_PROJECT).reduce((sum, n) => sum + n, 0);
 }
 
 /** The most body bytes a PROCESSED message with id `msgId` may carry: the max payload counts its headers too. */

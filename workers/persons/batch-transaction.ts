@@ -11,14 +11,12 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import type pg from 'pg';
-import { cleanStrings, hasHostileText, HEADER_EVENT_COUNT, type CapturedEvent, type StreamKind } from '../../lib/index.js';
+import { cleanStrings, groupsGrowth, hasHostileText, HEADER_EVENT_COUNT, MAX_GROUPS_GROWTH, type CapturedEvent, type StreamKind } from '../../lib/index.js';
 import { beginBatch, HookedEventTooLargeError, isTransientDbError, lockPositions, OwnershipLostError, planBatch, planBatches, type EventHooks } from '../coordination/index.js';
 import {
   bodyRoom,
   checkCapturedEvent,
-  groupsGrowth,
   lineRoom,
-  MAX_GROUPS_GROWTH,
   packOutputs,
   parseMessages,
   propertiesInsertAt,

@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { CapturedEvent } from '../../lib/index.js';
+import { groupKeyOf, type CapturedEvent } from '../../lib/index.js';
 import {
   applyPersonUpdate,
   distinctIdProperty,
-  groupKeyOf,
   isIllegalDistinctId,
   normalizeEvent,
   personUpdateOf,

@@ -160,12 +160,3 @@ export function distinctIdProperty(value: unknown): string | undefined {
   return '[object Object]';
 }
 
-export const MAX_GROUP_KEY_LENGTH = 400;
-export const MAX_GROUP_TYPES_PER_PROJECT = 5;
-
-/** A group key as PostHog sanitises it: strings and numbers, at most 400 characters. */
-export function groupKeyOf(value: unknown): string | undefined {
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  if (typeof value !== 'string' || value.length === 0) return undefined;
-  return value;
-}

@@ -2,7 +2,7 @@
 // changes once made, so this cache needs no invalidation; new types are created here, outside
 // the batch transaction, and racing workers settle on one index through the unique constraints.
 import type pg from 'pg';
-import { MAX_GROUP_TYPES_PER_PROJECT } from './event-rules.js';
+import { MAX_GROUP_TYPES_PER_PROJECT } from '../../lib/index.js';
 
 export class GroupTypeRegistry {
   private readonly byProject = new Map<number, Map<string, number>>();

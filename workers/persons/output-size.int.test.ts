@@ -2,10 +2,12 @@
 // room for each message's headers (Nats-Msg-Id, Spate-Events), or the piece is refused as too large
 // after it was packed and the poison search leaves out an innocent event. Reachable without plugins:
 // events whose `$groups` carry long keys grow by ~900 bytes each when the worker adds `$group_N`.
+// And the largest line ingest takes must still fit one PROCESSED message once it grew.
 import type { JetStreamClient } from '@nats-io/jetstream';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { CapturedEvent, NatsConnection } from '../../lib/index.js';
+import { messageSizeLimit } from '../../ingest/message-size.js';
 import { freshDatabase, startNats, waitFor } from '../../test/kit/index.js';
 import { capture, connectAndCreateStreams, publishEvents, readProcessed, testDeps, waitForCommitted, workerConfig } from '../../test/workers/harness.js';
 import { startWorker } from '../index.js';
@@ -76,6 +78,34 @@ describe('PROCESSED message size', () => {
       // Each processed event carries both groups: the output really grew past what was planned.
       expect(seen.every((l) => typeof l.properties.$group_0 === 'string' && typeof l.properties.$group_1 === 'string')).toBe(true);
       const { rows } = await db.query("SELECT details FROM ingestion_warnings WHERE project_id = 41 AND type = 'event_processing_failed'");
+      expect(rows).toEqual([]);
+    } finally {
+      await worker.stop();
+      await db.end();
+      await nc.close();
+    }
+  });
+
+  it('output size - the largest line ingest takes, grown by five $group_N of 400 escaped characters, is published processed', async () => {
+    await using nats = await startNats({ maxPayload: MAX_PAYLOAD });
+    const { nc, js } = await connectAndCreateStreams(nats.url);
+    const databaseUrl = await freshDatabase();
+    const db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+    const worker = await startWorker(workerConfig(nats.url, databaseUrl), testDeps());
+    try {
+      // Ingest's limit counts the line with its newline (line-packer.ts), whatever PUBLISH_MAX_MESSAGE_BYTES says.
+      const largestLine = messageSizeLimit(Number.MAX_SAFE_INTEGER, MAX_PAYLOAD) - 1;
+      // Control characters are written as 6-byte escapes: each key grows the line by ~2.4 KB as `$group_N`.
+      const $groups = Object.fromEntries(['company', 'team', 'shop', 'club', 'band'].map((type, i) => [type, `${i}${'\u0001'.repeat(399)}`]));
+      const event = capture(42, 'grouped', 'largest-user', { $groups, pad: '' });
+      event.properties.pad = 'x'.repeat(largestLine - Buffer.byteLength(JSON.stringify(event)));
+      expect(Buffer.byteLength(JSON.stringify(event))).toBe(largestLine);
+      await publish(js, [event]);
+
+      await waitForCommitted(db, [event], 20_000);
+      const line = (await readProcessed(nc)).find((l) => l.uuid === event.uuid);
+      expect(line?.properties).toMatchObject({ $group_0: $groups.company, $group_1: $groups.team, $group_2: $groups.shop, $group_3: $groups.club, $group_4: $groups.band });
+      const { rows } = await db.query("SELECT details FROM ingestion_warnings WHERE project_id = 42 AND type = 'event_processing_failed'");
       expect(rows).toEqual([]);
     } finally {
       await worker.stop();

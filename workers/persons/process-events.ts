@@ -1,13 +1,11 @@
 // The effects of every event kind (spec "Events", reference §6), applied in stream order to a
 // batch's in-memory workspace. Pure: the caller loads state before and writes it after.
-import type { CapturedEvent, ProcessedEvent, Properties } from '../../lib/index.js';
+import { groupKeyOf, MAX_GROUP_KEY_LENGTH, type CapturedEvent, type ProcessedEvent, type Properties } from '../../lib/index.js';
 import {
-  MAX_GROUP_KEY_LENGTH,
   NO_PERSON_UPDATE_EVENTS,
   PERSON_ONLY_EVENTS,
   applyPersonUpdate,
   distinctIdProperty,
-  groupKeyOf,
   isIllegalDistinctId,
   isNonEmptyString,
   isPlainObject,
