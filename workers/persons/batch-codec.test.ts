@@ -156,4 +156,17 @@ describe('adding properties to a line', () => {
     expect(at('{"event":"x\\",\\"properties\\":1","properties":{"a":1}}')).toMatchObject({ empty: false });
     expect(at('{"event":"e"}')).toBeUndefined();
   });
+
+  it('batch codec - a line that may have "properties" again is serialised again (JSON.parse keeps the last); the next line does not count', () => {
+    expect(at('{"properties":{"a":1},"t":"x","properties":{"b":2}}')).toBeUndefined();
+    expect(at('{"properties":{"a":1},"properties" :{"b":2}}')).toBeUndefined();
+    expect(at('{"properties":{"a":1},"propert\\u0069es":{"b":2}}')).toBeUndefined();
+    // Cautious: a nested key of that name, or any \u escape, also sends the line to serialisation.
+    expect(at('{"properties":{"a":{"properties":1}}}')).toBeUndefined();
+    expect(at('{"properties":{"a":"\\u0001"}}')).toBeUndefined();
+    // Only the line's own bytes are looked at, not those of the lines after it in the message.
+    const first = '{"uuid":"u","properties":{"a":1},"t":"x"}';
+    const message = Buffer.from(`${first}\n{"uuid":"v","properties":{"b":2}}\n`);
+    expect(propertiesInsertAt(message, { start: 0, end: Buffer.byteLength(first) })).toEqual({ at: first.indexOf('{"a"') + 1, empty: false });
+  });
 });

@@ -1,9 +1,8 @@
 // Bytes in and out of a batch: source messages → captured events (bad lines become warnings,
 // never crashes), and processed lines → PROCESSED messages whose ids depend only on the source
 // sequences they cover, so replaying a planned batch republishes the same ids (JetStream drops them).
-import { cleanStrings, hasHostileText, isUuid, parseSubject, PERSON_ID_TAIL, subjectFor, type CapturedEvent, type StreamKind } from '../../lib/index.js';
+import { cleanStrings, hasHostileText, isPlainObject, isUuid, parseSubject, PERSON_ID_TAIL, subjectFor, type CapturedEvent, type StreamKind } from '../../lib/index.js';
 import { dedupKey } from './dedup.js';
-import { isPlainObject } from './event-rules.js';
 import type { IngestionWarning, SourceEvent } from './process-events.js';
 
 export interface SourceMessage {
@@ -353,6 +352,9 @@ export function processedLine(
 const EMPTY = Buffer.alloc(0);
 
 const PROPERTIES_KEY = Buffer.from('"properties":');
+/** The key's name and closing quote: what any spelling of it again (spaced before its colon or not) contains. */
+const KEY_AGAIN = Buffer.from('properties"');
+const UNICODE_ESCAPE = Buffer.from('\\u');
 const OPEN_BRACE = 0x7b;
 const COMMA = 0x2c;
 
@@ -360,10 +362,14 @@ const COMMA = 0x2c;
  * Where properties can be added to the line's bytes: just after the `{` of its top-level
  * `"properties"` object. Found only when that `{` is the first in the line after its own (so the
  * key is the top level's; inside a string a `"` would be escaped, so `,"properties":{` cannot be
- * text); else undefined and the line is serialised again. One search per line: the first brace,
- * then the key's bytes just before it. A line with the key again after it (never written by
- * capture) is serialised again too: JSON.parse keeps the last of repeated keys, so bytes put in
- * the first object would be lost to every reader (nested "properties" keys make this cautious).
+ * text); else undefined and the line is serialised again. The first brace, then the key's bytes
+ * just before it.
+ *
+ * JSON.parse keeps the last of repeated keys: bytes put in the first `properties` of a line that
+ * has another (never written by capture) would be lost to every reader. So a line whose rest may
+ * hold the key again is serialised again too: `properties"` anywhere after the brace (spaced
+ * before its colon or not, nested or not), or any `\u` escape, the only way to spell a letter of
+ * the key differently. Cautious, and rare in captured lines (capture escapes only control characters).
  */
 export function propertiesInsertAt(source: Buffer, span: { start: number; end: number }): { at: number; empty: boolean } | undefined {
   const brace = source.indexOf(OPEN_BRACE, span.start + 1);
@@ -373,8 +379,8 @@ export function propertiesInsertAt(source: Buffer, span: { start: number; end: n
   const before = source[key - 1];
   if (before !== OPEN_BRACE && before !== COMMA) return undefined;
   const at = brace + 1;
-  const again = source.indexOf(PROPERTIES_KEY, at);
-  if (again !== -1 && again < span.end) return undefined;
+  const rest = source.subarray(at, span.end);
+  if (rest.includes(KEY_AGAIN) || rest.includes(UNICODE_ESCAPE)) return undefined;
   let next = at;
   while (next < span.end && isSpace(source[next]!)) next++;
   return { at, empty: source[next] === CLOSE_BRACE };
