@@ -2,6 +2,7 @@
 // fields plus person_id and $group_N properties"), in bytes. Ingest keeps room for it under the
 // server's max_payload, so that a line it answered 200 for can always be published processed; the
 // worker plans its PROCESSED messages with the same figures.
+import { isPlainObject } from './wire.js';
 
 /** PostHog's group rules: a group key of at most 400 characters, five group types per project. */
 export const MAX_GROUP_KEY_LENGTH = 400;
@@ -23,26 +24,17 @@ export function groupKeyOf(value: unknown): string | undefined {
   return value;
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /**
  * The most bytes processing can add to a line with these properties as `$group_N` (the worker's
  * attachGroups: a key of `$groups` that is a group key, for at most five types with an index).
  */
 export function groupsGrowth(properties: Readonly<Record<string, unknown>>): number {
   const groups = properties.$groups;
-  if (!isObject(groups)) return 0;
+  if (!isPlainObject(groups)) return 0;
   const sizes: number[] = [];
   for (const value of Object.values(groups)) {
     const key = groupKeyOf(value);
     if (key !== undefined && key.length <= MAX_GROUP_KEY_LENGTH) sizes.push(GROUP_MEMBER_BYTES + Buffer.byteLength(JSON.stringify(key)));
   }
   return sizes.sort((a, b) => b - a).slice(0, MAX_GROUP_TYPES_PER_PROJECT).reduce((sum, n) => sum + n, 0);
-}
-
-/** The most bytes processing adds to the line of an event with these properties (person_id, the newline, $group_N). */
-export function processingGrowth(properties: Readonly<Record<string, unknown>>): number {
-  return PERSON_ID_TAIL + groupsGrowth(properties);
 }

@@ -7,6 +7,11 @@ export const HEADER_EVENT_COUNT = 'Spate-Events';
 
 export type Properties = Record<string, unknown>;
 
+/** A JSON object (not null, not an array): what properties, `$set` and `$groups` must be. */
+export function isPlainObject(value: unknown): value is Properties {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 /** One line of EVENTS, HISTORICAL and OVERFLOW. */
 export interface CapturedEvent {
   uuid: string;

@@ -36,8 +36,8 @@ export interface IngestHarness extends AsyncDisposable {
 
 export const silentLog = pino({ level: 'silent' });
 
-export async function startIngestHarness(env: Record<string, string> = {}, keys: Record<string, number> = {}): Promise<IngestHarness> {
-  const nats = await startNats();
+export async function startIngestHarness(env: Record<string, string> = {}, keys: Record<string, number> = {}, natsOptions: { maxPayload?: number } = {}): Promise<IngestHarness> {
+  const nats = await startNats(natsOptions);
   const nc = await nats.connect('ingest-test');
   const jsm = await jetstreamManager(nc);
   const kv = await new Kvm(nc).create(PROJECTS_BUCKET, { history: 1 });

@@ -1,7 +1,7 @@
 // One raw SDK event → one captured event line, or the reason it is dropped. Rules follow
 // reference/posthog-capture.md §4; the spec decides drops (no name / no or empty distinct_id:
 // not ingested, request still 200).
-import { isUuid, uuidv7, type CapturedEvent, type Properties } from '../../lib/index.js';
+import { isPlainObject, isUuid, uuidv7, type CapturedEvent, type Properties } from '../../lib/index.js';
 
 export const DROP_REASONS = ['missing_event_name', 'missing_distinct_id', 'empty_distinct_id', 'performance_event'] as const;
 export type DropReason = (typeof DROP_REASONS)[number];
@@ -24,9 +24,6 @@ const MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 type RawEvent = Record<string, unknown>;
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** distinct_id from the top level, `$distinct_id`, or properties; stringified, NUL-free, ≤ 200 chars. */
 export function extractDistinctId(raw: RawEvent, properties: Properties): string | null | undefined {
@@ -95,7 +92,7 @@ export function normalizeEvent(raw: RawEvent, ctx: EventContext): CapturedEvent 
   const name = raw.event;
   if (typeof name !== 'string' || name.length === 0) return 'missing_event_name';
   if (name === '$performance_event') return 'performance_event';
-  const properties: Properties = isObject(raw.properties) ? raw.properties : {};
+  const properties: Properties = isPlainObject(raw.properties) ? raw.properties : {};
   const distinctId = extractDistinctId(raw, properties);
   if (distinctId === undefined) return 'missing_distinct_id';
   if (distinctId === null) return 'empty_distinct_id';
@@ -113,7 +110,7 @@ export function normalizeEvent(raw: RawEvent, ctx: EventContext): CapturedEvent 
   };
   if (ctx.sentAtIso !== undefined) event.sent_at = ctx.sentAtIso;
   if (ctx.ip !== undefined) event.ip = ctx.ip;
-  if (isObject(raw.$set)) event.$set = raw.$set;
-  if (isObject(raw.$set_once)) event.$set_once = raw.$set_once;
+  if (isPlainObject(raw.$set)) event.$set = raw.$set;
+  if (isPlainObject(raw.$set_once)) event.$set_once = raw.$set_once;
   return event;
 }

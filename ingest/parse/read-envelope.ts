@@ -1,6 +1,7 @@
 // The three request shapes — an array of events, `{api_key|token, batch, historical_migration?,
 // sent_at?}`, or one event — read so that a large batch is parsed event by event (see
 // envelope-scanner.ts) and everything else with one JSON.parse.
+import { isPlainObject } from '../../lib/index.js';
 import { CaptureError } from '../errors.js';
 import { DEFAULT_MAX_EVENTS, parseScannedEvent, scanPayload, tooManyEvents } from './envelope-scanner.js';
 import { DEFAULT_MAX_NESTING_DEPTH, nestsDeeperThan, tooDeep } from './nesting-depth.js';
@@ -16,15 +17,12 @@ export interface Envelope {
   sentAt: unknown;
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function checkedEvent(value: unknown): RawEvent {
-  if (!isObject(value)) {
+  if (!isPlainObject(value)) {
     throw new CaptureError('invalid_event', `failed to parse request: every event must be a JSON object, got ${JSON.stringify(value)?.slice(0, 50)}`);
   }
-  if (value.properties !== undefined && value.properties !== null && !isObject(value.properties)) {
+  if (value.properties !== undefined && value.properties !== null && !isPlainObject(value.properties)) {
     throw new CaptureError('invalid_event', 'failed to parse request: `properties` must be an object', { attr: 'properties' });
   }
   return value;
@@ -87,7 +85,7 @@ function readShape(payload: Uint8Array | string, scanMinBytes: number, maxDepth:
     throw invalidJson(err);
   }
   if (Array.isArray(json)) return fromArray(json, undefined);
-  if (!isObject(json)) throw new CaptureError('invalid_payload', 'failed to parse request: expected an event, an array of events or a batch object');
+  if (!isPlainObject(json)) throw new CaptureError('invalid_payload', 'failed to parse request: expected an event, an array of events or a batch object');
   if ('batch' in json) {
     if (!Array.isArray(json.batch)) throw new CaptureError('invalid_payload', 'failed to parse request: `batch` must be an array of events');
     return fromArray(json.batch, json);

@@ -1,7 +1,7 @@
 // Pure rules about single events: which distinct ids may be merged, how $set/$set_once/$unset
 // change person properties, which properties an event kind requires, and how the captured line
 // is normalised before processing (reference/posthog-capture.md §4 and §6).
-import type { CapturedEvent, Properties } from '../../lib/index.js';
+import { isPlainObject, type CapturedEvent, type Properties } from '../../lib/index.js';
 
 const ILLEGAL_ANY_CASE = new Set([
   'anonymous',
@@ -28,10 +28,6 @@ export function isIllegalDistinctId(id: string): boolean {
   if (isListed(trimmed)) return true;
   const quoted = /^(['"])(.*)\1$/s.exec(trimmed);
   return quoted !== null && (quoted[2]!.trim() === '' || isListed(quoted[2]!));
-}
-
-export function isPlainObject(value: unknown): value is Properties {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** Keys named by `$unset`: an array of keys, or an object whose keys are used. */

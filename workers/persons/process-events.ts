@@ -1,6 +1,6 @@
 // The effects of every event kind (spec "Events", reference §6), applied in stream order to a
 // batch's in-memory workspace. Pure: the caller loads state before and writes it after.
-import { groupKeyOf, MAX_GROUP_KEY_LENGTH, type CapturedEvent, type ProcessedEvent, type Properties } from '../../lib/index.js';
+import { groupKeyOf, isPlainObject, MAX_GROUP_KEY_LENGTH, type CapturedEvent, type ProcessedEvent, type Properties } from '../../lib/index.js';
 import {
   NO_PERSON_UPDATE_EVENTS,
   PERSON_ONLY_EVENTS,
@@ -8,7 +8,6 @@ import {
   distinctIdProperty,
   isIllegalDistinctId,
   isNonEmptyString,
-  isPlainObject,
   normalizeEvent,
   personUpdateOf,
   requiredPropertyOf,

@@ -159,7 +159,7 @@ describe('plugin runtime', () => {
   });
 
   it('transformations - large captured events still take plugins\' changes; blame for a too large event goes by the bytes each change added', async () => {
-    // 1 MiB: ingest takes lines up to 1,047,552 bytes, so a 1,000,000-byte event is an ordinary one.
+    // 1 MiB: ingest takes lines up to 1,035,429 bytes (ingest/message-size.ts), so a 1,000,000-byte event is an ordinary one.
     await using rig = await startPluginRig({ PLUGIN_BREAKER: '0/100' }, {}, { natsMaxPayload: 1024 * 1024 });
     const whole = await rig.install(
       `export function processEvent(event) {
