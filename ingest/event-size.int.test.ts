@@ -1,9 +1,12 @@
 // The largest event capture stores, against a NATS server whose max_payload is NATS's own default
 // (1 MiB): what it answers 200 for must still fit one PROCESSED message once a worker added
 // person_id and $group_N (ingest/message-size.ts), so the line may be 1,035,429 bytes, not the
-// 1,047,551 the server alone would take; a byte more is answered 413 and nothing is stored.
+// 1,047,551 the server alone would take; a byte more is answered 413 and nothing is stored. A
+// server that leaves no room at all stops an ingest node's start.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { post, startIngestHarness, type IngestHarness } from '../test/ingest-harness.js';
+import { post, silentLog, startIngestHarness, type IngestHarness } from '../test/ingest-harness.js';
+import { startNats } from '../test/kit/index.js';
+import { loadIngestConfig, startIngest } from './index.js';
 import { HEADER_ALLOWANCE, PROCESSING_ALLOWANCE } from './message-size.js';
 
 const KEY = 'phc_event_size_test';
@@ -47,5 +50,14 @@ describe('event size', () => {
     expect(res.status).toBe(413);
     expect(await res.json()).toMatchObject({ code: 'event_too_large' });
     expect(await storedLine(over.uuid)).toBeUndefined();
+  });
+});
+
+describe('event size, a server with no room for events', () => {
+  it('event size - an ingest node refuses to start against a max_payload that leaves no room for an event, and says the least it needs', async () => {
+    await using nats = await startNats({ maxPayload: 8 * 1024 });
+    await expect(startIngest(loadIngestConfig({ ...nats.env('ingest'), CAPTURE_PORT: '0', PARSE_THREADS: '1' }), { log: silentLog })).rejects.toThrow(
+      `the NATS server's max_payload of 8192 bytes leaves no room for events: it must be at least ${HEADER_ALLOWANCE + PROCESSING_ALLOWANCE + 1024}`,
+    );
   });
 });

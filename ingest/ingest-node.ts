@@ -50,6 +50,14 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   // message, most of the event loop's publish cost; publish failures are logged with their subject).
   const nc = await connectNats(config.natsUrl, 'spate-ingest', natsAuthOf(config), { asyncTraces: false });
   deps.onFailedStart?.(() => nc.close());
+  let maxMessageBytes: number;
+  try {
+    // First: a server whose max_payload leaves no room for events stops the start here.
+    maxMessageBytes = messageSizeLimit(config.maxMessageBytes, nc.info?.max_payload);
+  } catch (err) {
+    await nc.close();
+    throw err;
+  }
   const jsm = await retryUnanswered('jetstream manager', () => jetstreamManager(nc), log);
   const layout = configuredStreamLayout(config);
   const streamLimits = {
@@ -80,7 +88,6 @@ export async function startIngest(config: IngestConfig, deps: IngestDeps = {}): 
   deps.onFailedStart?.(() => registry.stop());
   await registry.start();
 
-  const maxMessageBytes = messageSizeLimit(config.maxMessageBytes, nc.info?.max_payload);
   const budget = new SharedBudget(config.inflightBudgetBytes);
   const pool = new ParsePool(
     {

@@ -13,9 +13,18 @@ export const HEADER_ALLOWANCE = 1024;
  */
 export const PROCESSING_ALLOWANCE = PERSON_ID_TAIL + MAX_GROUPS_GROWTH;
 
+/** The least room a server must leave for events, so that a start with an unusable max_payload fails rather than answer 413 to everything. */
+const MIN_EVENT_ROOM = 1024;
+
 /** PUBLISH_MAX_MESSAGE_BYTES, capped below what the server accepts (its max_payload less headers and processing). */
 export function messageSizeLimit(configured: number, serverMaxPayload: number | undefined): number {
-  return Math.min(configured, (serverMaxPayload ?? 1024 * 1024) - HEADER_ALLOWANCE - PROCESSING_ALLOWANCE);
+  const server = serverMaxPayload ?? 1024 * 1024;
+  const room = server - HEADER_ALLOWANCE - PROCESSING_ALLOWANCE;
+  if (room < MIN_EVENT_ROOM) {
+    const least = HEADER_ALLOWANCE + PROCESSING_ALLOWANCE + MIN_EVENT_ROOM;
+    throw new Error(`the NATS server's max_payload of ${server} bytes leaves no room for events: it must be at least ${least} (headers, what workers add to an event, 1 KiB of event)`);
+  }
+  return Math.min(configured, room);
 }
 
 /** Whether `bytes` of NDJSON lines go in one message under `limit` (from messageSizeLimit). */

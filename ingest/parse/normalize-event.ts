@@ -24,7 +24,6 @@ const MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 type RawEvent = Record<string, unknown>;
 
-
 /** distinct_id from the top level, `$distinct_id`, or properties; stringified, NUL-free, ≤ 200 chars. */
 export function extractDistinctId(raw: RawEvent, properties: Properties): string | null | undefined {
   let value = raw.distinct_id;

@@ -17,7 +17,6 @@ export interface Envelope {
   sentAt: unknown;
 }
 
-
 function checkedEvent(value: unknown): RawEvent {
   if (!isPlainObject(value)) {
     throw new CaptureError('invalid_event', `failed to parse request: every event must be a JSON object, got ${JSON.stringify(value)?.slice(0, 50)}`);

@@ -155,4 +155,3 @@ export function distinctIdProperty(value: unknown): string | undefined {
   // Objects become "[object Object]", which is on the illegal list: PostHog does the same.
   return '[object Object]';
 }
-
