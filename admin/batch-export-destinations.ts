@@ -1,6 +1,7 @@
 // Batch export destinations: the types Spate's runner supports, their configuration fields, which
 // of them are secrets (never in API answers) and how a configuration is checked. Messages are
 // worded as PostHog words them ("Configuration has unknown field/s: 'a', 'b'").
+import { isPlainObject } from '../lib/index.js';
 import { apiError } from './errors.js';
 
 type FieldType = 'str' | 'int' | 'bool' | 'list';
@@ -173,8 +174,4 @@ export function deepMerge(base: Record<string, unknown>, patch: Record<string, u
       isPlainObject(v) && isPlainObject(old) ? deepMerge(old, v) : v;
   }
   return out;
-}
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -13,8 +13,13 @@ export const HEADER_ALLOWANCE = 1024;
  */
 export const PROCESSING_ALLOWANCE = PERSON_ID_TAIL + MAX_GROUPS_GROWTH;
 
-/** The least room a server must leave for events, so that a start with an unusable max_payload fails rather than answer 413 to everything. */
+/** The least room for events: a node whose limit is smaller would answer 413 to everything, so it does not start. */
 const MIN_EVENT_ROOM = 1024;
+
+/** The server's max_payload or PUBLISH_MAX_MESSAGE_BYTES leaves no room for events (a start-up error). */
+export class NoRoomForEventsError extends Error {
+  override name = 'NoRoomForEventsError';
+}
 
 /** PUBLISH_MAX_MESSAGE_BYTES, capped below what the server accepts (its max_payload less headers and processing). */
 export function messageSizeLimit(configured: number, serverMaxPayload: number | undefined): number {
@@ -22,8 +27,9 @@ export function messageSizeLimit(configured: number, serverMaxPayload: number | 
   const room = server - HEADER_ALLOWANCE - PROCESSING_ALLOWANCE;
   if (room < MIN_EVENT_ROOM) {
     const least = HEADER_ALLOWANCE + PROCESSING_ALLOWANCE + MIN_EVENT_ROOM;
-    throw new Error(`the NATS server's max_payload of ${server} bytes leaves no room for events: it must be at least ${least} (headers, what workers add to an event, 1 KiB of event)`);
+    throw new NoRoomForEventsError(`the NATS server's max_payload of ${server} bytes leaves no room for events: it must be at least ${least} (headers, what workers add to an event, 1 KiB of event)`);
   }
+  if (configured < MIN_EVENT_ROOM) throw new NoRoomForEventsError(`PUBLISH_MAX_MESSAGE_BYTES of ${configured} bytes leaves no room for events: it must be at least ${MIN_EVENT_ROOM}`);
   return Math.min(configured, room);
 }
 

@@ -4,7 +4,7 @@
 // importer refuses such records itself and reports them by line. The distinct_id rules are
 // capture's own (ingest/parse/normalize-event.ts; a test checks they agree), because lanes — and so
 // per-distinct_id order — key on the id as capture will store it.
-import { isUuid } from '../../lib/index.js';
+import { isPlainObject, isUuid } from '../../lib/index.js';
 
 /** Capture's limit for one event (a JetStream message, PUBLISH_MAX_MESSAGE_BYTES by default). */
 export const MAX_EVENT_BYTES = 1024 * 1024;
@@ -14,13 +14,9 @@ export type Validated =
   | { ok: true; distinctId: string; hasUuid: boolean }
   | { ok: false; reason: string };
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** distinct_id as capture derives it: undefined when absent, '' when empty. */
 export function captureDistinctId(raw: Record<string, unknown>): string | undefined {
-  const properties = isObject(raw.properties) ? raw.properties : {};
+  const properties = isPlainObject(raw.properties) ? raw.properties : {};
   let value = raw.distinct_id;
   if (value === undefined || value === null) value = raw.$distinct_id;
   if (value === undefined || value === null) value = properties.distinct_id;
@@ -46,12 +42,12 @@ export function validateRecord(text: string, byteLength: number): Validated {
   } catch (err) {
     return { ok: false, reason: `not valid JSON (${(err as Error).message})` };
   }
-  if (!isObject(raw)) return { ok: false, reason: 'not a JSON object' };
+  if (!isPlainObject(raw)) return { ok: false, reason: 'not a JSON object' };
   const name = raw.event;
   if (name === undefined || name === null) return { ok: false, reason: 'no `event` name' };
   if (typeof name !== 'string' || name.length === 0) return { ok: false, reason: '`event` must be a non-empty string' };
   if (name === '$performance_event') return { ok: false, reason: 'capture ignores $performance_event events' };
-  if (raw.properties !== undefined && raw.properties !== null && !isObject(raw.properties)) {
+  if (raw.properties !== undefined && raw.properties !== null && !isPlainObject(raw.properties)) {
     return { ok: false, reason: '`properties` must be an object' };
   }
   const distinctId = captureDistinctId(raw);

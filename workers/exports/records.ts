@@ -2,7 +2,7 @@
 // time each line's message was stored (its arrival), in one fixed key order, with timestamps as
 // Python's isoformat() writes them, so a rerun produces the same bytes and PostHog users see the
 // shapes they know.
-import { parseNdjson, type ProcessedEvent } from '../../lib/index.js';
+import { isPlainObject, parseNdjson, type ProcessedEvent } from '../../lib/index.js';
 
 /** An event as S3, PostgreSQL and HTTP receive it. */
 export interface ExportRecord {
@@ -38,14 +38,12 @@ export interface PersonRecord {
   insertedAtUs: number;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
 /** The record of one PROCESSED line; undefined for a line that is not an event (left out, counted by the caller). */
 export function exportRecordOf(line: unknown, insertedAtUs: number, seq: number): ExportRecord | undefined {
-  if (!isObject(line)) return undefined;
+  if (!isPlainObject(line)) return undefined;
   const e = line as Partial<ProcessedEvent>;
   if (typeof e.uuid !== 'string' || typeof e.event !== 'string' || typeof e.distinct_id !== 'string') return undefined;
-  const properties = isObject(e.properties) ? e.properties : {};
+  const properties = isPlainObject(e.properties) ? e.properties : {};
   const ms = typeof e.timestamp === 'string' ? Date.parse(e.timestamp) : Number.NaN;
   return {
     uuid: e.uuid,
@@ -57,8 +55,8 @@ export function exportRecordOf(line: unknown, insertedAtUs: number, seq: number)
     timestampUs: Number.isFinite(ms) ? ms * 1000 : insertedAtUs,
     person_id: typeof e.person_id === 'string' ? e.person_id : null,
     elements_chain: typeof properties.$elements_chain === 'string' ? properties.$elements_chain : '',
-    set: isObject(properties.$set) ? properties.$set : null,
-    set_once: isObject(properties.$set_once) ? properties.$set_once : null,
+    set: isPlainObject(properties.$set) ? properties.$set : null,
+    set_once: isPlainObject(properties.$set_once) ? properties.$set_once : null,
     insertedAtUs,
     seq,
   };
