@@ -17,6 +17,12 @@ describe('ingest config', () => {
     expect(() => loadIngestConfig({ MAX_DECOMPRESSED_BYTES: 'lots' })).toThrow(/MAX_DECOMPRESSED_BYTES: expected a size/);
   });
 
+  it('ingest config - PUBLISH_MAX_MESSAGE_BYTES under 1 KiB is refused at start: a node would answer 413 to every event', () => {
+    expect(() => loadIngestConfig({ PUBLISH_MAX_MESSAGE_BYTES: '512' })).toThrow(/PUBLISH_MAX_MESSAGE_BYTES: at least 1024 bytes/);
+    expect(() => loadIngestConfig({ PUBLISH_MAX_MESSAGE_BYTES: '-1' })).toThrow(/PUBLISH_MAX_MESSAGE_BYTES: at least 1024 bytes/);
+    expect(loadIngestConfig({ PUBLISH_MAX_MESSAGE_BYTES: '1KiB' }).maxMessageBytes).toBe(1024);
+  });
+
   it('ingest config - the derived default is shown in words, and the config stays frozen', () => {
     const row = describeConfig(ingestConfigDefinition).find((s) => s.env === 'MAX_DECOMPRESSED_BYTES');
     expect(row?.default).toBe('5 × MAX_BODY_BYTES');

@@ -17,6 +17,7 @@ import {
   type ConfigOf,
 } from '../lib/index.js';
 import { z } from 'zod';
+import { MIN_EVENT_ROOM } from './message-size.js';
 
 const cores = availableParallelism();
 
@@ -99,7 +100,7 @@ export const ingestConfigDefinition = {
     envBytes('6KiB'),
     'bodies up to this size are parsed on the event loop: below ~6 KiB a thread hop costs the event loop more than the parse (bench/parse-inline.ts)',
   ),
-  maxMessageBytes: setting('PUBLISH_MAX_MESSAGE_BYTES', envBytes('1MiB'), 'largest JetStream message (events are packed up to it); capped by the server max_payload less 1 KiB of headers and 12,122 bytes for what a worker adds to an event (person_id, $group_N), so that a captured event always fits PROCESSED: with NATS\'s default max_payload of 1 MiB, 1,035,430 bytes'),
+  maxMessageBytes: setting('PUBLISH_MAX_MESSAGE_BYTES', envBytes('1MiB', MIN_EVENT_ROOM), 'largest JetStream message (events are packed up to it); capped by the server max_payload less 1 KiB of headers and 12,122 bytes for what a worker adds to an event (person_id, $group_N), so that a captured event always fits PROCESSED: with NATS\'s default max_payload of 1 MiB, 1,035,430 bytes'),
   maxInflightPerSubject: setting('PUBLISH_MAX_INFLIGHT_PER_SUBJECT', envInt(1, 1), 'unacknowledged messages per subject; while at the limit, new events coalesce into the next message. Above 1, a retried message may land behind a later one (per-distinct_id order is then not guaranteed)'),
   ackTimeout: setting('PUBLISH_ACK_TIMEOUT', envDuration('5s'), 'how long to wait for a JetStream PubAck before retrying'),
   publishAttempts: setting('PUBLISH_ATTEMPTS', envInt(6, 1), 'attempts per message (same Nats-Msg-Id) before the request gets 503; 50 ms between the first two, doubling to 1 s (6 wait ≈1.5 s, past a stream leader election)'),

@@ -14,9 +14,9 @@ export const HEADER_ALLOWANCE = 1024;
 export const PROCESSING_ALLOWANCE = PERSON_ID_TAIL + MAX_GROUPS_GROWTH;
 
 /** The least room for events: a node whose limit is smaller would answer 413 to everything, so it does not start. */
-const MIN_EVENT_ROOM = 1024;
+export const MIN_EVENT_ROOM = 1024;
 
-/** The server's max_payload or PUBLISH_MAX_MESSAGE_BYTES leaves no room for events (a start-up error). */
+/** The server's max_payload leaves no room for events (a start-up error; PUBLISH_MAX_MESSAGE_BYTES's own minimum is a config error). */
 export class NoRoomForEventsError extends Error {
   override name = 'NoRoomForEventsError';
 }
@@ -29,7 +29,6 @@ export function messageSizeLimit(configured: number, serverMaxPayload: number | 
     const least = HEADER_ALLOWANCE + PROCESSING_ALLOWANCE + MIN_EVENT_ROOM;
     throw new NoRoomForEventsError(`the NATS server's max_payload of ${server} bytes leaves no room for events: it must be at least ${least} (headers, what workers add to an event, 1 KiB of event)`);
   }
-  if (configured < MIN_EVENT_ROOM) throw new NoRoomForEventsError(`PUBLISH_MAX_MESSAGE_BYTES of ${configured} bytes leaves no room for events: it must be at least ${MIN_EVENT_ROOM}`);
   return Math.min(configured, room);
 }
 

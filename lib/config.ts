@@ -161,4 +161,9 @@ export const envRatio = (def: string) =>
     def,
   );
 
-export const envBytes = (def: string) => showDefault(z.string().default(def).transform(byteSize), def);
+/** A size setting; `min` refuses smaller sizes (and -1, unlimited) at start, as envInt's minimum does. */
+export const envBytes = (def: string, min?: number) =>
+  showDefault(
+    min === undefined ? z.string().default(def).transform(byteSize) : z.string().default(def).transform(byteSize).pipe(z.number().min(min, `at least ${min} bytes`)),
+    def,
+  );
