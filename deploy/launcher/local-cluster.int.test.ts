@@ -19,8 +19,27 @@ const orphansDir = mkdtempSync(join(tmpdir(), 'spate-orphans-'));
 chmodSync(orphansDir, 0o711);
 const startScript = new URL('../start.ts', import.meta.url).pathname;
 const launched: ChildProcess[] = [];
-/** Every child pid seen, killed after the tests whatever happened (a failing run would leave them). */
-const seen = new Set<number>();
+/**
+ * Every child pid seen, with its start time: killed after the tests whatever happened (a failing
+ * run would leave them). The start time tells the process from a later one given the same pid:
+ * pids wrap at 32,768 here, and a full test run (threads take pids too) goes round in minutes.
+ */
+const seen = new Map<number, string>();
+
+/** The fields of /proc/PID/stat after the command: [0] the state, [19] the start time. */
+function statFields(pid: number): string[] | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+function remember(pid: number): void {
+  const fields = statFields(pid);
+  if (fields && !seen.has(pid)) seen.set(pid, fields[19]!);
+}
 
 /**
  * The launcher on `dir`, in its own process group as in a terminal session (Ctrl-C goes to the
@@ -55,22 +74,23 @@ async function ready(child: ChildProcess, dir = dataDir): Promise<ClusterFile> {
     throw new Error(`launcher did not start:\n${output()}`, { cause: err });
   });
   const cluster = readClusterFile(join(dir, 'cluster.json'));
-  for (const p of cluster.processes ?? []) seen.add(p.pid);
+  for (const p of cluster.processes ?? []) remember(p.pid);
   return cluster;
 }
 
-/** Running: it exists and is no zombie (a child that exited, not yet reaped, has ended). */
+/**
+ * Running: the process seen with this pid exists and is no zombie (a child that exited, not yet
+ * reaped, has ended); a process that took its pid later does not count.
+ */
 function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
+  const fields = statFields(pid);
+  if (!fields || fields[0] === 'Z') return false;
+  const started = seen.get(pid);
+  return started === undefined || started === fields[19];
 }
 
 afterAll(() => {
-  for (const pid of [...launched.map((p) => -p.pid!), ...seen]) {
+  for (const pid of [...launched.map((p) => -p.pid!), ...[...seen.keys()].filter(alive)]) {
     try {
       process.kill(pid, 'SIGKILL');
     } catch {
@@ -219,6 +239,7 @@ describe('npm start without orphans', () => {
     expect(again.projectApiKey).toBe(c.projectApiKey);
     expect(await capture(again, 'after-restart')).toBe(200);
     const launcherPid = Number(execFileSync('pgrep', ['-P', String(second.pid)], { encoding: 'utf8' }).trim().split('\n')[0]);
+    remember(launcherPid);
     expect(alive(launcherPid)).toBe(true);
     process.kill(second.pid!, 'SIGKILL');
     await waitFor('the launcher stopped everything and exited', () => !alive(launcherPid) && again.processes!.every((p) => !alive(p.pid)), 60_000, 100).catch(() => undefined);
