@@ -49,6 +49,7 @@ const commands: [name: string, file: string, args: string[]][] = [
   ['bench/exports/throughput.ts', 'bench/exports/throughput.ts', []],
   ['bench/exports/parquet-writers.ts', 'bench/exports/parquet-writers.ts', []],
   ['bench/compare-pipeline.ts', 'bench/compare-pipeline.ts', []],
+  ['bench/restarted-worker.ts', 'bench/restarted-worker.ts', []],
   ['bench/plugins/sandbox-cost.ts', 'bench/plugins/sandbox-cost.ts', []],
   ['bench/plugins/worker-cost.ts', 'bench/plugins/worker-cost.ts', []],
   ['bench/plugins/delivery.ts', 'bench/plugins/delivery.ts', []],

@@ -205,7 +205,7 @@ export function suiteTables(state: SuiteState): Table[] {
       target('end to end: PROCESSED with workers running ÷ capture with workers paused', e2e?.ratio ?? Number.NaN, 0.75, '×'),
       target('end to end: capture → PROCESSED lag p99 at half the capture-alone rate', half?.p99 ?? Number.NaN, 1000, ' ms', true),
       target('whole pipeline CPU per event (ingest + NATS + worker + PostgreSQL), at half rate', half?.cpu.pipeline ?? Number.NaN, 20, ' µs', true),
-      target('a fresh worker at steady speed within 20k events: its CPU per event over events 20k–40k ÷ over events 40k–100k', e2e ? freshWorkerRatio(e2e) : Number.NaN, 1.2, '×', true),
+      target('a fresh worker at steady speed within 20k events: its CPU per event over events 20k–40k ÷ over events 40k–100k', e2e ? freshWorkerRatio(e2e.warmUp.workerUsPer10k) : Number.NaN, 1.2, '×', true),
       ...(state.pluginDelivery?.cases ?? []).map((c) => target(`plugin destination → local HTTP server: ${c.case}`, c.spate, 20_000, ' events/s')),
       target('batch export PROCESSED → S3 JSONLines gzip', exportRate('S3, JSONLines gzip'), 100_000, ' events/s'),
       target('batch export PROCESSED → PostgreSQL COPY', exportRate('PostgreSQL'), 50_000, ' events/s'),
@@ -224,11 +224,11 @@ export function suiteTables(state: SuiteState): Table[] {
 
 /**
  * A fresh worker's CPU per event over its events 20k–40k ÷ over 40k–100k (or the end of the
- * warm-up). Windows of 20k and more: a 10k bucket holds only a few batches of a worker draining
- * flat out, and moves ±50% with where their commits fall.
+ * warm-up), from its CPU per event over each 10k of its events. Windows of 20k and more: a 10k
+ * bucket holds only a few batches of a worker draining flat out, and moves ±50% with where their
+ * commits fall.
  */
-export function freshWorkerRatio(e2e: PipelineResult): number {
-  const buckets = e2e.warmUp.workerUsPer10k;
+export function freshWorkerRatio(buckets: readonly number[]): number {
   if (buckets.length < 6) return Number.NaN;
   const mean = (list: readonly number[]) => list.reduce((a, b) => a + b, 0) / list.length;
   return mean(buckets.slice(2, 4)) / mean(buckets.slice(4, 10));

@@ -56,53 +56,58 @@ const isSpace = (byte: number) => byte === 0x20 || byte === 0x09 || byte === 0x0
 // one by one: their byte ranges let an output line be copied from the source instead of encoded again.
 export function parseMessages(kind: StreamKind, messages: readonly SourceMessage[]): ParsedBatch {
   const out: ParsedBatch = { events: [], projects: [], bodies: [], warnings: [], malformed: 0 };
-  messages.forEach((m, index) => {
-    const body = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
-    out.bodies.push(body);
-    const subject = parseSubject(m.subject);
-    if (!subject || subject.kind !== kind) {
-      out.projects.push(undefined);
-      out.malformed++;
-      return;
-    }
-    const projectId = subject.projectId;
-    out.projects.push(projectId);
-    // A byte order mark is not part of the first line (TextDecoder used to drop it).
-    const bom = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
-    for (let next = bom; next < body.length; ) {
-      let start = next;
-      let end = body.indexOf(NEWLINE, start);
-      if (end === -1) end = body.length;
-      next = end + 1;
-      while (start < end && isSpace(body[start]!)) start++;
-      while (end > start && isSpace(body[end - 1]!)) end--;
-      if (start === end) continue;
-      const line = body.toString('utf8', start, end);
-      const problem = { reason: '', seq: m.seq };
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(line);
-      } catch {
-        problem.reason = 'not JSON';
-      }
-      // Capture never writes NUL or lone surrogates, but a line from elsewhere must not block the shard.
-      const unstorable = !problem.reason && hasHostileText(line);
-      if (unstorable) parsed = cleanStrings(parsed);
-      // Bytes that are not UTF-8 were decoded as U+FFFD: the output is written from the decoded text
-      // then, never copied from bytes that consumers could read differently.
-      const copyable = !unstorable && !line.includes('\ufffd');
-      const checked = problem.reason ? undefined : checkCapturedEvent(parsed, problem);
-      if (!checked) {
-        out.malformed++;
-        out.warnings.push({ projectId, type: 'invalid_event', details: { ...problem, line: line.slice(0, 200) } });
-        continue;
-      }
-      const { event, changed } = checked;
-      const span = changed || !copyable ? undefined : { start, end };
-      out.events.push({ projectId, event, message: index, span, offset: start, key: dedupKey(projectId, event.uuid) });
-    }
-  });
+  for (let index = 0; index < messages.length; index++) parseMessage(kind, messages[index]!, index, out);
   return out;
+}
+
+// Hot code lives in functions made once, not in callbacks made per batch: V8 holds a closure's
+// optimised code only as long as a closure of it lives, so each major GC between two batches threw
+// it away and the next batch compiled it again (bench/results/2026-11-28-worker-jit.md).
+function parseMessage(kind: StreamKind, m: SourceMessage, index: number, out: ParsedBatch): void {
+  const body = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+  out.bodies.push(body);
+  const subject = parseSubject(m.subject);
+  if (!subject || subject.kind !== kind) {
+    out.projects.push(undefined);
+    out.malformed++;
+    return;
+  }
+  const projectId = subject.projectId;
+  out.projects.push(projectId);
+  // A byte order mark is not part of the first line (TextDecoder used to drop it).
+  const bom = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
+  for (let next = bom; next < body.length; ) {
+    let start = next;
+    let end = body.indexOf(NEWLINE, start);
+    if (end === -1) end = body.length;
+    next = end + 1;
+    while (start < end && isSpace(body[start]!)) start++;
+    while (end > start && isSpace(body[end - 1]!)) end--;
+    if (start === end) continue;
+    const line = body.toString('utf8', start, end);
+    const problem = { reason: '', seq: m.seq };
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      problem.reason = 'not JSON';
+    }
+    // Capture never writes NUL or lone surrogates, but a line from elsewhere must not block the shard.
+    const unstorable = !problem.reason && hasHostileText(line);
+    if (unstorable) parsed = cleanStrings(parsed);
+    // Bytes that are not UTF-8 were decoded as U+FFFD: the output is written from the decoded text
+    // then, never copied from bytes that consumers could read differently.
+    const copyable = !unstorable && !line.includes('\ufffd');
+    const checked = problem.reason ? undefined : checkCapturedEvent(parsed, problem);
+    if (!checked) {
+      out.malformed++;
+      out.warnings.push({ projectId, type: 'invalid_event', details: { ...problem, line: line.slice(0, 200) } });
+      continue;
+    }
+    const { event, changed } = checked;
+    const span = changed || !copyable ? undefined : { start, end };
+    out.events.push({ projectId, event, message: index, span, offset: start, key: dedupKey(projectId, event.uuid) });
+  }
 }
 
 /** The fields processing relies on; ingest guarantees them, so anything else is a bug upstream. */

@@ -127,16 +127,16 @@ async function run(ctx: PartitionContext, units: readonly BatchUnit[], trial: Re
   const unitOf = new Map<BatchEvent, number>();
   const allEvents: BatchEvent[] = [];
   const allFailed: BatchEvent[] = [];
-  work.forEach((w, u) => {
-    for (const e of w.parsed.events) {
+  for (let u = 0; u < work.length; u++) {
+    for (const e of work[u]!.parsed.events) {
       unitOf.set(e, u);
       allEvents.push(e);
     }
-    for (const e of w.failedEvents) {
+    for (const e of work[u]!.failedEvents) {
       unitOf.set(e, u);
       allFailed.push(e);
     }
-  });
+  }
   const generation = await prepare(ctx, allEvents);
   phases.end('prepare');
 
@@ -428,12 +428,14 @@ async function write(
  */
 function outputs(ctx: PartitionContext, work: readonly UnitWork[], unitOf: ReadonlyMap<BatchEvent, number>, events: readonly BatchEvent[], result: ProcessResult): OutputPart[] {
   const lines: OutputLine[][][] = work.map((w) => w.sources.map(() => []));
-  events.forEach((e, i) => {
+  // A loop, not a callback made per batch: its optimised code would not outlive a major GC (batch-codec.ts).
+  for (let i = 0; i < events.length; i++) {
     const out = result.outputs[i];
-    if (!out) return;
+    if (!out) continue;
+    const e = events[i]!;
     const u = unitOf.get(e)!;
     lines[u]![e.message]!.push(processedLine(out, work[u]!.parsed.bodies[e.message], e, result.untouched[i]!));
-  });
+  }
   const maxPayload = ctx.maxPayload();
   const parts = work.flatMap(({ partition, sources, parsed }, u) =>
     packOutputs(partition.streamName, partition.shard, sources, parsed.projects, lines[u]!, ctx.limits.publishPartBytes, maxPayload),

@@ -60,21 +60,28 @@ export function hasPersonUpdate(u: PersonUpdate): boolean {
  * $unset. Returns the new object, or undefined when nothing changed (so no write is needed).
  */
 export function applyPersonUpdate(current: Properties, update: PersonUpdate): Properties | undefined {
+  // Copied at the first change; `view` is what the update sees so far. (No helper closures: made
+  // per call, their optimised code would not outlive a major GC — batch-codec.ts.)
   let next: Properties | undefined;
-  const view = () => next ?? current;
-  const writable = () => (next ??= { ...current });
+  let view = current;
   if (update.setOnce) {
     for (const [key, value] of Object.entries(update.setOnce)) {
-      if (view()[key] === undefined) writable()[key] = value;
+      if (view[key] !== undefined) continue;
+      view = next ??= { ...current };
+      next[key] = value;
     }
   }
   if (update.set) {
     for (const [key, value] of Object.entries(update.set)) {
-      if (!Object.hasOwn(view(), key) || !sameJson(view()[key], value)) writable()[key] = value;
+      if (Object.hasOwn(view, key) && sameJson(view[key], value)) continue;
+      view = next ??= { ...current };
+      next[key] = value;
     }
   }
   for (const key of update.unset) {
-    if (Object.hasOwn(view(), key)) delete writable()[key];
+    if (!Object.hasOwn(view, key)) continue;
+    view = next ??= { ...current };
+    delete next[key];
   }
   return next;
 }

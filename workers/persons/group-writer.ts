@@ -7,7 +7,7 @@
 // batch's bad group fails that batch alone.
 import type pg from 'pg';
 import { isTransientDbError } from '../coordination/index.js';
-import type { GroupUpsert } from './process-events.js';
+import { inLockOrder, type GroupUpsert } from './process-events.js';
 import { upsertGroups } from './person-store.js';
 
 interface Waiter {
@@ -85,5 +85,5 @@ function merged(waiters: readonly Waiter[]): GroupUpsert[] {
 
 /** In one order for every writer, so concurrent writes lock group rows in the same order. */
 function sorted(groups: readonly GroupUpsert[]): GroupUpsert[] {
-  return [...groups].sort((a, b) => a.projectId - b.projectId || a.groupTypeIndex - b.groupTypeIndex || (a.groupKey < b.groupKey ? -1 : a.groupKey > b.groupKey ? 1 : 0));
+  return [...groups].sort(inLockOrder);
 }

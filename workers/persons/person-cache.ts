@@ -2,7 +2,7 @@
 // cached versions against Postgres (one query for the whole batch), so a person changed or merged
 // away by another worker is reloaded. Updated only after a batch commits.
 import { LRUCache } from 'lru-cache';
-import type { PersonState, PersonWrites } from './person-workspace.js';
+import { copyPerson, type PersonState, type PersonWrites } from './person-workspace.js';
 
 export class PersonCache {
   private readonly persons: LRUCache<string, PersonState> | undefined;
@@ -43,7 +43,7 @@ export class PersonCache {
     for (const uuid of writes.deleted) this.persons.delete(uuid);
     for (const person of writes.written) {
       const cached = this.persons.get(person.uuid);
-      if (!cached || cached.version <= person.version) this.persons.set(person.uuid, { ...person });
+      if (!cached || cached.version <= person.version) this.persons.set(person.uuid, copyPerson(person));
     }
     // Lookups already refreshed the recency of the keys they found: only new or moved ids are set.
     for (const [key, uuid] of writes.mappings) if (this.distinctIds.peek(key) !== uuid) this.distinctIds.set(key, uuid);

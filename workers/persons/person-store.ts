@@ -156,6 +156,23 @@ export async function lockPersons(client: pg.ClientBase, expected: Map<string, n
   }
 }
 
+// writeBatch's rows, made by functions that live as long as the process: a callback made per
+// batch would be compiled again after every major GC (batch-codec.ts).
+function personRow(p: PersonState) {
+  return {
+    uuid: p.uuid,
+    project_id: p.projectId,
+    properties: p.properties,
+    is_identified: p.isIdentified,
+    created_at: p.createdAt,
+    version: p.version,
+  };
+}
+
+function updateRow(u: PersonWrites['updates'][number]) {
+  return { ...personRow(u.state), expected: u.expectedVersion };
+}
+
 export interface PositionCommit {
   stream: string;
   shard: number;
@@ -180,14 +197,6 @@ export async function writeBatch(
   const moved = Array.isArray(positions) ? (positions as readonly PositionCommit[]) : [positions as PositionCommit];
   // Rows travel as one JSON document per table: serialised once, parsed once by PostgreSQL, where
   // jsonb[] parameters would be escaped element by element on both sides.
-  const personRow = (p: PersonState) => ({
-    uuid: p.uuid,
-    project_id: p.projectId,
-    properties: p.properties,
-    is_identified: p.isIdentified,
-    created_at: p.createdAt,
-    version: p.version,
-  });
   const { rows } = await client.query<Record<string, number>>({
     name: 'batch-write',
     text: `WITH
@@ -226,7 +235,7 @@ export async function writeBatch(
             (SELECT count(*) FROM pos)::int AS pos, (SELECT count(*) FROM mv)::int AS mv`,
     values: [
       JSON.stringify(w.inserts.map(personRow)),
-      JSON.stringify(w.updates.map((u) => ({ ...personRow(u.state), expected: u.expectedVersion }))),
+      JSON.stringify(w.updates.map(updateRow)),
       plainArrayLiteral(w.deletes.map((d) => d.uuid)),
       plainArrayLiteral(w.deletes.map((d) => d.expectedVersion)),
       plainArrayLiteral(w.moves.map((m) => m.from)),

@@ -24,6 +24,14 @@ export function personUuidFor(projectId: number, distinctId: string): string {
   return uuidv5(Buffer.from(`${projectId}:${distinctId}`), PERSON_NAMESPACE);
 }
 
+/**
+ * A copy with the fields in the order every PersonState is made in (as `{ ...person }` would not:
+ * V8 gives spread copies a map of their own, and code that saw one map deoptimised at the other).
+ */
+export function copyPerson(p: PersonState): PersonState {
+  return { uuid: p.uuid, projectId: p.projectId, properties: p.properties, isIdentified: p.isIdentified, createdAt: p.createdAt, version: p.version };
+}
+
 export function distinctIdKey(projectId: number, distinctId: string): string {
   return `${projectId}:${distinctId}`;
 }
@@ -80,7 +88,7 @@ export class PersonWorkspace {
       if (uuid !== null && !persons.has(uuid)) throw new Error(`person ${uuid} of ${key} was not loaded`);
     }
     for (const [uuid, person] of persons) {
-      this.persons.set(uuid, { ...person });
+      this.persons.set(uuid, copyPerson(person));
       this.original.set(uuid, person.version);
     }
   }

@@ -242,10 +242,13 @@ export function processEvents(
   }
 
   // Sorted so that concurrent batches lock group rows in the same order.
-  result.groups = [...groups.values()].sort((a, b) =>
-    a.projectId - b.projectId || a.groupTypeIndex - b.groupTypeIndex || (a.groupKey < b.groupKey ? -1 : a.groupKey > b.groupKey ? 1 : 0),
-  );
+  result.groups = [...groups.values()].sort(inLockOrder);
   return result;
+}
+
+/** The one order group rows are locked in, by every batch and writer (no deadlocks between them). */
+export function inLockOrder(a: GroupUpsert, b: GroupUpsert): number {
+  return a.projectId - b.projectId || a.groupTypeIndex - b.groupTypeIndex || (a.groupKey < b.groupKey ? -1 : a.groupKey > b.groupKey ? 1 : 0);
 }
 
 /** `$groups: {type: key}` → `$group_<index>: key` for types with an index; never creates a group. True when it added any. */
