@@ -21,8 +21,9 @@ const startScript = new URL('../start.ts', import.meta.url).pathname;
 const launched: ChildProcess[] = [];
 /**
  * Every child pid seen, with its start time: killed after the tests whatever happened (a failing
- * run would leave them). The start time tells the process from a later one given the same pid:
- * pids wrap at 32,768 here, and a full test run (threads take pids too) goes round in minutes.
+ * run would leave them). The start time tells the process from a later one given the same pid
+ * (pids wrap at 32,768 here): "still running" then means that very process, and afterAll never
+ * kills what another test started since.
  */
 const seen = new Map<number, string>();
 
