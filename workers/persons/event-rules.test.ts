@@ -46,6 +46,17 @@ describe('event rules', () => {
     expect(applyPersonUpdate({}, personUpdateOf({}))).toBeUndefined();
   });
 
+  it('person updates - keys named like Object.prototype members are keys like any other', () => {
+    // As JSON.parse makes them: own properties, "__proto__" included.
+    const update = personUpdateOf(JSON.parse('{"$set_once":{"constructor":"c","toString":"t"},"$set":{"__proto__":{"x":1},"valueOf":"v"}}'));
+    const next = applyPersonUpdate({ a: 1 }, update)!;
+    expect(JSON.parse(JSON.stringify(next))).toEqual(JSON.parse('{"a":1,"constructor":"c","toString":"t","__proto__":{"x":1},"valueOf":"v"}'));
+    expect(Object.getPrototypeOf(next)).toBe(Object.prototype);
+    const unset = applyPersonUpdate(next, { unset: ['__proto__', 'constructor'] })!;
+    expect(Object.keys(unset)).toEqual(['a', 'toString', 'valueOf']);
+    expect(applyPersonUpdate(next, { setOnce: JSON.parse('{"__proto__":2,"constructor":"other"}'), unset: [] })).toBeUndefined();
+  });
+
   it('person updates - $unset takes an array or the keys of an object; anything else is ignored', () => {
     expect(unsetKeys(['a', 1, 'b'])).toEqual(['a', 'b']);
     expect(unsetKeys({ a: true, b: null })).toEqual(['a', 'b']);

@@ -61,21 +61,22 @@ export function hasPersonUpdate(u: PersonUpdate): boolean {
  */
 export function applyPersonUpdate(current: Properties, update: PersonUpdate): Properties | undefined {
   // Copied at the first change; `view` is what the update sees so far. (No helper closures: made
-  // per call, their optimised code would not outlive a major GC — batch-codec.ts.)
+  // per call, their optimised code would not outlive a major GC — batch-codec.ts.) Keys are own
+  // properties only: "constructor" or "__proto__" are keys like any other, as JSON.parse made them.
   let next: Properties | undefined;
   let view = current;
   if (update.setOnce) {
     for (const [key, value] of Object.entries(update.setOnce)) {
-      if (view[key] !== undefined) continue;
+      if (Object.hasOwn(view, key) && view[key] !== undefined) continue;
       view = next ??= { ...current };
-      next[key] = value;
+      setKey(next, key, value);
     }
   }
   if (update.set) {
     for (const [key, value] of Object.entries(update.set)) {
       if (Object.hasOwn(view, key) && sameJson(view[key], value)) continue;
       view = next ??= { ...current };
-      next[key] = value;
+      setKey(next, key, value);
     }
   }
   for (const key of update.unset) {
@@ -84,6 +85,12 @@ export function applyPersonUpdate(current: Properties, update: PersonUpdate): Pr
     delete next[key];
   }
   return next;
+}
+
+/** `target[key] = value`, except that "__proto__" becomes a key, not the object's prototype. */
+function setKey(target: Properties, key: string, value: unknown): void {
+  if (key === '__proto__') Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
+  else target[key] = value;
 }
 
 /** Equality of JSON values (person properties come from JSON on both sides). */
