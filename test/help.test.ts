@@ -50,6 +50,7 @@ const commands: [name: string, file: string, args: string[]][] = [
   ['bench/exports/parquet-writers.ts', 'bench/exports/parquet-writers.ts', []],
   ['bench/compare-pipeline.ts', 'bench/compare-pipeline.ts', []],
   ['bench/restarted-worker.ts', 'bench/restarted-worker.ts', []],
+  ['bench/idle-cluster.ts', 'bench/idle-cluster.ts', []],
   ['bench/plugins/sandbox-cost.ts', 'bench/plugins/sandbox-cost.ts', []],
   ['bench/plugins/worker-cost.ts', 'bench/plugins/worker-cost.ts', []],
   ['bench/plugins/delivery.ts', 'bench/plugins/delivery.ts', []],
