@@ -79,6 +79,19 @@ describe('hooks applied to a batch', () => {
     expect(added.processed.properties).toEqual({ a: 1, $plugins_succeeded: ['P (1)'] });
   });
 
+  it('apply hooks - an added "__proto__" stays a property, in the bytes and in what processing reads, never the prototype', async () => {
+    // What a plugin returns crosses from its sandbox as JSON: JSON.parse makes "__proto__" an own key.
+    const added = await hooked((b) => b.addProperties(0, JSON.parse('{"__proto__":{"$set":{"admin":true}}}') as Record<string, unknown>));
+    expect(added.error).toBeUndefined();
+    const properties = added.entry.event.properties;
+    expect(Object.getPrototypeOf(properties)).toBe(Object.prototype);
+    // Processing reads $set from here: a person update the event does not carry would be applied.
+    expect(properties.$set).toBeUndefined();
+    expect(Object.keys(properties)).toEqual(['a', '__proto__']);
+    expect(JSON.stringify(properties)).toBe('{"a":1,"__proto__":{"$set":{"admin":true}}}');
+    expect(added.processed.properties).toEqual(JSON.parse('{"__proto__":{"$set":{"admin":true}},"a":1}'));
+  });
+
   it('apply hooks - a replaced event is serialised once and copied out with person_id; too many bytes are refused, the event as it was', async () => {
     const renamed = await hooked((b) => b.replace(0, { ...b.events[0]!.event, event: 'renamed', properties: { a: 2 } }));
     expect(renamed.error).toBeUndefined();

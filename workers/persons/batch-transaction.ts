@@ -29,6 +29,7 @@ import {
 } from './batch-codec.js';
 import type { Batch } from './batch-planner.js';
 import { recordEvents, recordNewEvents } from './dedup.js';
+import { assignKeys } from './event-rules.js';
 import type { PartitionContext } from './partition-context.js';
 import { insertWarnings, loadPersons, lockPersons, upsertGroups, writeBatch, type LoadedPersons } from './person-store.js';
 import { PersonWorkspace, type PersonWrites } from './person-workspace.js';
@@ -278,7 +279,7 @@ export async function applyHooks(
     const size = span.end - span.start + (before?.length ?? 0) + bytes.length;
     fits(entry, size, Object.hasOwn(lastTaken, '$groups') ? lastTaken : current);
     // The event is this attempt's own parse: changed in place, as processing does.
-    Object.assign(current, lastTaken);
+    assignKeys(current, lastTaken);
     entry.insert = { at: at.at, bytes: before ? Buffer.concat([bytes, before]) : bytes };
   };
   return hooks.run(where, events, replaced, added);

@@ -93,6 +93,17 @@ function setKey(target: Properties, key: string, value: unknown): void {
   else target[key] = value;
 }
 
+/**
+ * Object.assign for properties that came from JSON: a "__proto__" key of `source` (JSON.parse
+ * makes it an own key, as it is in the bytes) stays a key of `target`. Object.assign would make
+ * it `target`'s prototype instead: the key gone from what is serialised, and its value's members
+ * seen as properties of `target` by every read.
+ */
+export function assignKeys(target: Properties, source: Readonly<Properties>): Properties {
+  for (const key of Object.keys(source)) setKey(target, key, source[key]);
+  return target;
+}
+
 /** Equality of JSON values (person properties come from JSON on both sides). */
 function sameJson(a: unknown, b: unknown): boolean {
   if (a === b) return true;

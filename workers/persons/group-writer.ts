@@ -7,6 +7,7 @@
 // batch's bad group fails that batch alone.
 import type pg from 'pg';
 import { isTransientDbError } from '../coordination/index.js';
+import { assignKeys } from './event-rules.js';
 import { inLockOrder, type GroupUpsert } from './process-events.js';
 import { upsertGroups } from './person-store.js';
 
@@ -41,7 +42,7 @@ export class GroupWriter {
         const waiters = this.waiters;
         this.waiters = [];
         try {
-          const refused = keysOf(await upsertGroups(this.pool, merged(waiters), this.maxBytes));
+          const refused = keysOf(await upsertGroups(this.pool, mergedGroups(waiters.map((w) => w.groups)), this.maxBytes));
           for (const w of waiters) w.resolve(w.groups.filter((g) => refused.has(keyOf(g))));
         } catch (err) {
           if (waiters.length === 1 || isTransientDbError(err)) {
@@ -67,15 +68,15 @@ function keysOf(groups: readonly GroupUpsert[]): Set<string> {
   return new Set(groups.map(keyOf));
 }
 
-/** Every waiter's groups in arrival order, one row per group: later properties over earlier ones, the earliest created_at. */
-function merged(waiters: readonly Waiter[]): GroupUpsert[] {
+/** The groups of every waiting batch in arrival order, one row per group: later properties over earlier ones, the earliest created_at. */
+export function mergedGroups(batches: readonly (readonly GroupUpsert[])[]): GroupUpsert[] {
   const byKey = new Map<string, GroupUpsert>();
-  for (const w of waiters) {
-    for (const g of w.groups) {
+  for (const groups of batches) {
+    for (const g of groups) {
       const known = byKey.get(keyOf(g));
       if (!known) byKey.set(keyOf(g), { ...g, properties: { ...g.properties } });
       else {
-        Object.assign(known.properties, g.properties);
+        assignKeys(known.properties, g.properties);
         if (Date.parse(g.createdAt) < Date.parse(known.createdAt)) known.createdAt = g.createdAt;
       }
     }
