@@ -51,9 +51,16 @@ export const PRELUDE = String.raw`
   // per key and value (a QuickJS parse and stringify cost ~30 µs an event), and an array of such
   // events is their texts joined. An event kept past its call (a buffer across batches) reads its
   // fields from its own text once the host has let its batch go.
+  // processEvent's events have no text: kept past their call, what they had not read is gone
+  // with the host's batch, and reading it says so (a plugin keeps a copy instead).
   var TARGET = Symbol('target');
-  function plainOf(t) { return t.j || (t.j = JSON.parse(t.s)); }
+  var READ_TOO_LATE = 'an event given to processEvent can be read only until the call returns: keep a copy (JSON.parse(JSON.stringify(event)))';
+  function plainOf(t) {
+    if (t.s === undefined) throw new TypeError(READ_TOO_LATE);
+    return t.j || (t.j = JSON.parse(t.s));
+  }
   function ownColumn(b, kind, name) {
+    if (b.texts === undefined) throw new TypeError(READ_TOO_LATE);
     var parsed = b.parsed || (b.parsed = b.texts.map(function (text) { return JSON.parse(text); }));
     var mask = '', all = true, values = new Array(parsed.length);
     for (var i = 0; i < parsed.length; i++) {
@@ -89,9 +96,11 @@ export const PRELUDE = String.raw`
   // --- properties of one event -------------------------------------------------------------------
   function full(t) {
     var f = t[F];
-    if (f === undefined) f = t[F] = t.b.gone ? Object.assign({}, plainOf(t.e).properties) : JSON.parse(HOST.properties(t.b.id, t[I]));
+    // A copy that keeps every key a key: Object.assign would make a "__proto__" key the prototype.
+    if (f === undefined) f = t[F] = t.b.gone ? ownCopy(plainOf(t.e).properties) : JSON.parse(HOST.properties(t.b.id, t[I]));
     return f;
   }
+  function ownCopy(o) { return isObject(o) ? Object.fromEntries(Object.entries(o)) : {}; }
   function readProperty(t, k) {
     var w = t[W];
     if (w !== undefined && hasOwn.call(w, k)) return w[k];

@@ -81,6 +81,24 @@ describe('plugin sandbox', () => {
     expect(out).toHaveLength(5);
   });
 
+  it('sandbox - an event processEvent keeps past its call: what its batch read stays readable, the rest fails clearly', async () => {
+    const s = await sandbox(`let kept
+    export function processEvent(event) {
+      if (kept === undefined) {
+        kept = event
+        return event.properties.n === 0 ? event : null
+      }
+      event.properties.kept = kept.properties.n
+      if (event.properties.n === 1) event.properties.late = kept.properties.$current_url
+      return event
+    }`);
+    await s.runBatch('processEvent', 'event', events(1));
+    const out = await s.runBatch('processEvent', 'event', events(2));
+    expect(out[0]).toMatchObject({ kind: 'patch', index: 0, properties: [['kept', 0]] });
+    // Was SyntaxError "unexpected token: 'undefined'" (or a TypeError of the prelude's own).
+    expect(out[1]).toEqual({ kind: 'error', index: 1, name: 'TypeError', message: expect.stringMatching(/^an event given to processEvent can be read only until the call returns/) });
+  });
+
   it('sandbox - a field is fetched once per batch, whatever the number of events that read it', async () => {
     const s = await sandbox('export const processEvent = (e) => { e.properties.u = e.properties.$current_url + e.event; return e }');
     const batch = events(500);
@@ -175,6 +193,23 @@ describe('plugin sandbox', () => {
     expect(JSON.parse(logs[0]![1])).toEqual([visible(first.events[0]!), visible(first.events[1]!), visible(second.events[0]!)]);
     const props = (i: number) => JSON.stringify(first.events[i]!.properties);
     expect(logs[1]).toEqual(['LOG', `0:clicked:7:${props(0)},1:$pageview:7:${props(1)},0:clicked:7:${props(0)}`]);
+  });
+
+  it('sandbox - a "__proto__" property of an event a read-only method kept stays a property when read after its batch', async () => {
+    const { host, logs } = recordingHost();
+    const s = await sandbox(
+      `export function onEvent(e, { global }) {
+        if (global.kept === undefined) global.kept = e
+        else console.log(Object.keys(global.kept.properties).join(',') + ' tier=' + global.kept.properties.tier + ' ' + JSON.stringify(global.kept.properties))
+      }`,
+      { host },
+    );
+    const first = events(1);
+    // As JSON.parse made it from the captured line: an own key.
+    first.events[0]!.properties = JSON.parse('{"__proto__":{"tier":"gold"},"n":0}') as Record<string, unknown>;
+    await s.runBatch('onEvent', 'void', first);
+    await s.runBatch('onEvent', 'void', events(1));
+    expect(logs).toEqual([['LOG', '__proto__,n tier=undefined {"__proto__":{"tier":"gold"},"n":0}']]);
   });
 
   it('sandbox - a looping event times out alone; the batch goes on and the engine stays usable', async () => {
