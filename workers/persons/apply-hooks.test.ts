@@ -80,7 +80,7 @@ describe('hooks applied to a batch', () => {
   });
 
   it('apply hooks - an added "__proto__" stays a property, in the bytes and in what processing reads, never the prototype', async () => {
-    // What a plugin returns crosses from its sandbox as JSON: JSON.parse makes "__proto__" an own key.
+    // Added properties parsed from JSON, where JSON.parse makes "__proto__" an own key.
     const added = await hooked((b) => b.addProperties(0, JSON.parse('{"__proto__":{"$set":{"admin":true}}}') as Record<string, unknown>));
     expect(added.error).toBeUndefined();
     const properties = added.entry.event.properties;
