@@ -21,8 +21,8 @@ optionally gzipped (told by content, not by name); - reads stdin. Files are impo
                        command after a crash or Ctrl-C to resume
   --restart            forget the files' recorded progress and send them from the start
   --invalid stop|skip  an invalid record (bad JSON, no event name or distinct_id, bad uuid or
-                       timestamp, too large) stops the run (default) or is skipped; either way it
-                       is reported with its line number and reason
+                       timestamp, refused by capture) stops the run (default) or is skipped;
+                       either way it is reported with its line number and reason
   --rejects FILE       append every invalid record, with line and reason, to FILE (NDJSON)
   --batch-size SIZE    largest request body (default 4MiB, at most 20MiB)
   --concurrency N      requests in flight (default 4); fixed per file once it has progress

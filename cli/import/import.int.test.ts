@@ -223,6 +223,19 @@ describe('spate import', () => {
     expect(stored).toEqual(range(0, 300).filter((i) => i !== 123));
   });
 
+  it('import - an event larger than 1 MiB is imported into a cluster that takes it (PUBLISH_MAX_MESSAGE_BYTES raised)', async () => {
+    await using large = await startIngestHarness({ PUBLISH_MAX_MESSAGE_BYTES: '4MiB' }, { [KEY]: 7 });
+    const big = generatedEvent(1);
+    big.properties.blob = 'x'.repeat(2 * 1024 * 1024); // the importer used to refuse it: "capture accepts at most 1048576"
+    const path = file('large-cluster.ndjson', [generatedEvent(0), big, generatedEvent(2)].map((e) => JSON.stringify(e)).join('\n'));
+    const run = await importCli([path], { url: large.url });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.result).toMatchObject({ sent: 3, invalid: 0 });
+    const stored = await large.events('historical');
+    expect(stored.map((e) => e.properties.index as number).sort((a, b) => a - b)).toEqual([0, 1, 2]);
+    expect((stored.find((e) => e.properties.index === 1)!.properties.blob as string).length).toBe(2 * 1024 * 1024);
+  });
+
   it('import - retries through a NATS outage (503) and finishes when the cluster is back', async () => {
     const path = join(dir, 'outage.ndjson');
     await writeEventsFile(path, { count: 2000 });

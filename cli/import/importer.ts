@@ -303,7 +303,7 @@ export class Importer {
         return undefined;
       }
       const text = rec.bytes.toString('utf8');
-      const checked = validateRecord(text, rec.bytes.length);
+      const checked = validateRecord(text);
       if (!checked.ok) {
         this.invalidRecord(source.name, rec.line, checked.reason, text, report, 'drain');
         return undefined;

@@ -4,10 +4,11 @@
 // importer refuses such records itself and reports them by line. The distinct_id rules are
 // capture's own (ingest/parse/normalize-event.ts; a test checks they agree), because lanes — and so
 // per-distinct_id order — key on the id as capture will store it.
+// Size is not judged here: what a cluster takes for one event depends on its settings
+// (PUBLISH_MAX_MESSAGE_BYTES, the NATS server's max_payload, MAX_BODY_BYTES), and capture's 413
+// for a record is found by splitting its batch and reported by line like these.
 import { isPlainObject, isUuid } from '../../lib/index.js';
 
-/** Capture's limit for one event (a JetStream message, PUBLISH_MAX_MESSAGE_BYTES by default). */
-export const MAX_EVENT_BYTES = 1024 * 1024;
 const MAX_DISTINCT_ID_LENGTH = 200;
 
 export type Validated =
@@ -35,7 +36,7 @@ export function captureDistinctId(raw: Record<string, unknown>): string | undefi
   return id;
 }
 
-export function validateRecord(text: string, byteLength: number): Validated {
+export function validateRecord(text: string): Validated {
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -59,11 +60,6 @@ export function validateRecord(text: string, byteLength: number): Validated {
     if (typeof raw.timestamp !== 'string' || !Number.isFinite(Date.parse(raw.timestamp))) {
       return { ok: false, reason: '`timestamp` must be an ISO 8601 date string' };
     }
-  }
-  if (byteLength > MAX_EVENT_BYTES) {
-    // Whitespace does not reach the stored line; the compact form is what must fit.
-    const compact = Buffer.byteLength(JSON.stringify(raw));
-    if (compact > MAX_EVENT_BYTES) return { ok: false, reason: `event is ${compact} bytes; capture accepts at most ${MAX_EVENT_BYTES}` };
   }
   return { ok: true, distinctId, hasUuid };
 }
