@@ -5,10 +5,9 @@
 // constant offered rate of /batch/ of 1,000 realistic events (which goes first alternates),
 // and optionally capture flat out with the workers running. On a host whose throughput moves 2×
 // between hours, CPU per event from /proc, measured turn about, is what tells two builds apart.
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseBenchArgs, usageError } from './lib/cli.js';
+import { scratchDir } from './lib/processes.js';
 import { markdownTable, median } from './lib/report.js';
 import { startClusterUnderTest, type ClusterUnderTest } from './scenarios/e2e-cluster.js';
 import { PipelineSession, type CpuPerEvent } from './scenarios/e2e-pipeline.js';
@@ -57,10 +56,7 @@ const settings = (text: string) => Object.fromEntries(text.split(',').filter(Boo
 const env = { before: { ...settings(args.env), ...settings(args['before-env']) }, after: { ...settings(args.env), ...settings(args['after-env']) } };
 
 const log = (m: string) => console.error(`[compare ${new Date().toISOString().slice(11, 19)}] ${m}`);
-const dir = mkdtempSync(join(tmpdir(), 'spate-compare-pipeline-'));
-// PostgreSQL runs as the postgres user when this runs as root: it must reach its data dir in here.
-chmodSync(dir, 0o711);
-process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+const dir = scratchDir('compare-pipeline');
 
 interface Row {
   round: number;

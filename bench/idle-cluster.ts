@@ -6,11 +6,9 @@
 // pays it all day. Both clusters (the launcher of `npm start`: nats-server, PostgreSQL, admin, one
 // ingest node, one worker) run at once, so both windows see the same host; each first processes
 // a few events (shards taken over, pulls open), then nothing is sent for the measured windows.
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseBenchArgs, usageError } from './lib/cli.js';
-import { roleCpuSeconds } from './lib/processes.js';
+import { roleCpuSeconds, scratchDir } from './lib/processes.js';
 import { markdownTable, median } from './lib/report.js';
 import { startClusterUnderTest, type ClusterUnderTest } from './scenarios/e2e-cluster.js';
 import { PipelineSession } from './scenarios/e2e-pipeline.js';
@@ -45,10 +43,7 @@ const settle = Number(args.settle);
 if (!(Number.isInteger(windows) && windows > 0) || !(seconds > 0) || !(settle >= 0)) usageError(USAGE, '--windows must be a positive integer, --seconds positive, --settle not negative');
 
 const log = (m: string) => console.error(`[idle ${new Date().toISOString().slice(11, 19)}] ${m}`);
-const dir = mkdtempSync(join(tmpdir(), 'spate-idle-cluster-'));
-// PostgreSQL runs as the postgres user when this runs as root: it must reach its data dir in here.
-chmodSync(dir, 0o711);
-process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+const dir = scratchDir('idle-cluster');
 
 const ROLES = ['ingest', 'nats', 'worker', 'postgres', 'admin'];
 const sleep = (s: number) => new Promise((r) => setTimeout(r, s * 1000));

@@ -9,12 +9,10 @@
 // each new worker gets the same paced load, and its CPU per event over each 10k of its events is
 // read from /proc. The new worker first takes a small probe (its shards taken over, the load
 // flowing), measured apart: its start-up.
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { readClusterFile } from '../lib/index.js';
 import { parseBenchArgs, usageError } from './lib/cli.js';
-import { cpuSeconds } from './lib/processes.js';
+import { cpuSeconds, scratchDir } from './lib/processes.js';
 import { markdownTable, median } from './lib/report.js';
 import { freshWorkerRatio } from './lib/suite-report.js';
 import { startClusterUnderTest } from './scenarios/e2e-cluster.js';
@@ -52,10 +50,7 @@ if (!(Number.isInteger(restarts) && restarts > 0) || !(events >= 60_000) || !(ra
 }
 
 const log = (m: string) => console.error(`[restarted-worker ${new Date().toISOString().slice(11, 19)}] ${m}`);
-const dir = mkdtempSync(join(tmpdir(), 'spate-restarted-worker-'));
-// PostgreSQL runs as the postgres user when this runs as root: it must reach its data dir in here.
-chmodSync(dir, 0o711);
-process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+const dir = scratchDir('restarted-worker');
 const dataDir = join(dir, 'cluster');
 
 /** The worker's pid in cluster.json once it is not `old` (the launcher rewrites it at every start). */

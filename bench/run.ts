@@ -9,12 +9,11 @@
 // Each of those is a stage with a time limit (bench/lib/stages.ts): one that fails or overruns
 // is reported as "failed: <reason>" and the others still run. The report (bench/results/<date>.md,
 // .json, SVG charts) is rewritten after every stage, so what was measured is never lost.
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseBenchArgs, usageError } from './lib/cli.js';
 import { BENCH_KEY, startCaptureRig, type CaptureRig } from './lib/capture-rig.js';
 import { writeEventsFile } from './lib/generate-events.js';
+import { scratchDir } from './lib/processes.js';
 import { asJson, markdownTable, median, writeResults } from './lib/report.js';
 import { runInfo } from './lib/run-info.js';
 import { describeError, runStage, stageSummary, type StageStatus } from './lib/stages.js';
@@ -172,12 +171,7 @@ function skip(stageName: StageName, reason: string): void {
 }
 
 async function main(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'spate-bench-'));
-  // Run as root, PostgreSQL runs as the postgres user: it must reach its data dir in here, or
-  // the launcher puts it under /var/lib/spate, where nothing removes it after the run.
-  chmodSync(dir, 0o711);
-  // Also on Ctrl-C or a crash; after the children were killed (their exit handlers came first).
-  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const dir = scratchDir('bench');
   log(`commit ${info.commit}; ${info.command}`);
   const onlyReason = `--only ${JSON.stringify(args.only)}`;
 

@@ -1,6 +1,8 @@
 // The processes a benchmark measures: each runs apart from the load generator, as in production.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { runtimeModule, type NatsAuth } from '../../lib/index.js';
 import { waitFor } from '../../deploy/local/wait.js';
@@ -12,6 +14,19 @@ export interface BenchProcess {
   stop(): Promise<void>;
   /** SIGKILL: drops whatever work it still had. */
   kill(): Promise<void>;
+}
+
+/**
+ * A temp dir for a bench program's clusters, removed when the process exits (also on Ctrl-C or a
+ * crash, after the children were killed: their exit handler is registered first, below). Open to
+ * others: run as root, PostgreSQL runs as the postgres user and must reach its data dir in here,
+ * or the launcher puts it under /var/lib/spate, where nothing removes it after the run.
+ */
+export function scratchDir(name: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `spate-${name}-`));
+  chmodSync(dir, 0o711);
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
 }
 
 /** Starts a Node program of ours (built JS when run from dist, TypeScript via tsx otherwise). */

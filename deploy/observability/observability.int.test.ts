@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { parser } from '@prometheus-io/lezer-promql';
 import type { SyntaxNode } from '@lezer/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger, type Registry } from '../../lib/index.js';
+import { createLogger, EVENT_LOOP_SAMPLE_MS, type Registry } from '../../lib/index.js';
 import { startAdminFixture, type AdminFixture } from '../../test/admin/harness.js';
 import { effectivePort, DEPLOYABLES, imageEnv, parseYaml, readRepoFile, repoPath } from '../../test/deploy-artifacts.js';
 import { post, startIngestHarness, type IngestHarness } from '../../test/ingest-harness.js';
@@ -199,6 +199,12 @@ describe('prometheus and grafana', () => {
       tree.iterate({ enter: (n) => void (n.type.isError && errors.push(`at ${n.from}`)) });
       expect(errors, `${q.panel}: ${q.expr}`).toEqual([]);
     }
+  });
+
+  it('observability - the event-loop lag panel subtracts the interval the processes sample at (Node counts it in)', () => {
+    const lag = queries.filter((q) => q.expr.includes('spate_nodejs_eventloop_lag_p99_seconds'));
+    expect(lag).toHaveLength(1);
+    expect(lag[0]!.expr).toContain(`- ${EVENT_LOOP_SAMPLE_MS / 1000},`);
   });
 
   it('observability - every dashboard query reads metrics and labels that ingest, admin and workers export', () => {
